@@ -1,0 +1,12 @@
+"""OpenTelemetry task-lifecycle observability for Google ADK agents.
+
+Register :class:`TaskTelemetryPlugin` first on your ``App``; every tool task then
+becomes a ``tool_task {tool}`` span from creation to end, and tasks still running
+when their run ends are reported as ``orphaned_task``.
+"""
+
+from .ledger import OpenTask
+from .plugin import TaskTelemetryPlugin
+from .version import __version__
+
+__all__ = ["OpenTask", "TaskTelemetryPlugin", "__version__"]

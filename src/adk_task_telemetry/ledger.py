@@ -1,0 +1,470 @@
+"""Per-invocation tool-task records: start, finish, sweep. Knows OTel, not ADK.
+
+A record lives from the moment a tool task is created until that task ends. A
+run's records live in its RunRecord until the run-end sweep; a task still running
+at the sweep becomes an orphan and stays (only) in ``_orphans`` until it really
+ends. Nothing is kept for a run once its sweep is done and its tasks have ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+import traceback
+import types
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from . import semconv as sc
+from .version import __version__
+
+logger = logging.getLogger(sc.LOGGER_NAME)
+
+OPEN, ORPHANED, ENDED = 0, 1, 2
+_STACK_FRAMES = 12
+_STACK_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class OpenTask:
+    """A tool task the plugin sees running now."""
+
+    invocation_id: str
+    call_id: str
+    tool_name: str
+    kind: str
+    age: float
+    orphaned: bool
+
+
+class TaskRecord:
+    __slots__ = (
+        "run", "call_id", "tool_name", "kind", "span", "start", "task", "attrs",
+        "error", "after_seen", "cancel_cause", "state", "orphaned_at", "bound_to_callbacks",
+        "invocation_id", "cb",
+    )
+
+    def __init__(
+        self, run: RunRecord, call_id: str, tool_name: str, kind: str, span: Span,
+        attrs: dict[str, str],
+    ) -> None:
+        self.run = run
+        self.invocation_id = run.invocation_id
+        self.cb: Any = None
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.kind = kind
+        self.span = span
+        self.start = time.monotonic()
+        self.task: asyncio.Task[Any] | None = None
+        self.attrs = attrs
+        self.error: BaseException | None = None
+        self.after_seen = False
+        self.cancel_cause: str | None = None
+        self.state = OPEN
+        self.orphaned_at = 0.0
+        # True when no task of its own could be found: the record then ends at
+        # after_tool/on_tool_error instead of at a task's done-callback.
+        self.bound_to_callbacks = False
+
+
+class RunRecord:
+    __slots__ = (
+        "invocation_id", "app_name", "span", "task", "tasks", "watching", "sibling_failed",
+        "finalizer", "cb",
+    )
+
+    def __init__(self, invocation_id: str, app_name: str) -> None:
+        self.invocation_id = invocation_id
+        self.app_name = app_name
+        self.span: Span | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.tasks: dict[str, TaskRecord] = {}
+        self.watching = False  # done-callback attached to self.task
+        self.sibling_failed = False
+        self.finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
+        self.cb: Any = None
+
+
+class Ledger:
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self._tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
+        self._started = meter.create_counter(
+            sc.METRIC_STARTED, sc.UNIT_TASK, "Tool tasks created.")
+        self._active = meter.create_up_down_counter(
+            sc.METRIC_ACTIVE, sc.UNIT_TASK, "Tool tasks running inside their run.")
+        self._duration = meter.create_histogram(
+            sc.METRIC_DURATION, sc.UNIT_SECONDS,
+            "Tool task lifetime, creation to end, for tasks that ended inside their run.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+        self._orphaned = meter.create_counter(
+            sc.METRIC_ORPHANED, sc.UNIT_TASK, "Tool tasks still running when their run ended.")
+        self._orphans_alive = meter.create_up_down_counter(
+            sc.METRIC_ORPHANS_ALIVE, sc.UNIT_TASK, "Orphaned tool tasks still running.")
+        self._orphan_lifetime = meter.create_histogram(
+            sc.METRIC_ORPHAN_LIFETIME, sc.UNIT_SECONDS,
+            "How long an orphaned tool task ran past the end of its run.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+        self._runs: dict[str, RunRecord] = {}
+        self._orphans: set[TaskRecord] = set()
+        self._task_done_cb = self._on_task_done
+        self._run_task_done_cb = self._on_run_task_done
+
+    # --- runs -------------------------------------------------------------------
+
+    def begin_run(self, invocation_id: str, app_name: str, span: Span | None,
+                  task: asyncio.Task[Any] | None, owner: Any) -> None:
+        run = self._runs.get(invocation_id)
+        if run is None:
+            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+        run.span = span if span is not None and span.is_recording() else None
+        run.task = task
+        if owner is not None and run.finalizer is None:
+            # Backstop for runs that end with no signal at all (a run_async
+            # cancelled by its caller on ADK 1.x): drop the record, if idle, once
+            # ADK lets go of the invocation context.
+            try:
+                run.finalizer = weakref.finalize(
+                    owner, _drop_idle_run, weakref.ref(self), invocation_id)
+                run.finalizer.atexit = False
+            except TypeError:
+                run.finalizer = None
+        if run.tasks and task is not None:
+            self._watch(run)
+
+    def run_for(self, invocation_id: str, app_name: str) -> RunRecord:
+        run = self._runs.get(invocation_id)
+        if run is None:  # a tool task seen without its before_run (plugin added mid-run)
+            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+        return run
+
+    def _watch(self, run: RunRecord) -> None:
+        # Attached only while the run has open tasks: the run task may be a
+        # caller's task that serves thousands of runs.
+        if not run.watching and run.task is not None and not run.task.done():
+            if run.cb is None:
+                run.cb = partial(self._run_task_done_cb, run.invocation_id)
+            run.task.add_done_callback(run.cb)
+            run.watching = True
+
+    def _unwatch(self, run: RunRecord) -> None:
+        if run.watching and run.task is not None:
+            run.task.remove_done_callback(run.cb)
+        run.watching = False
+
+    def _on_run_task_done(self, invocation_id: str, _task: asyncio.Task[Any]) -> None:
+        try:
+            run = self._runs.get(invocation_id)
+            if run is not None:
+                run.watching = False
+            self.sweep(invocation_id, sc.EndTrigger.RUN_TASK_DONE)
+        except Exception:
+            logger.debug("run-task sweep failed", exc_info=True)
+
+    # --- tasks ------------------------------------------------------------------
+
+    def open_task(
+        self, run: RunRecord, call_id: str, tool_name: str, tool_type: str, agent_name: str,
+        conversation_id: str | None, kind: str,
+    ) -> TaskRecord:
+        attrs = {
+            sc.GEN_AI_TOOL_NAME: tool_name,
+            sc.GEN_AI_AGENT_NAME: agent_name,
+            sc.ADK_TOOL_TASK_KIND: kind,
+            sc.ADK_APP_NAME: run.app_name,
+        }
+        span_attrs: dict[str, str] = {
+            **attrs,
+            sc.GEN_AI_TOOL_CALL_ID: call_id,
+            sc.GEN_AI_TOOL_TYPE: tool_type,
+            sc.ADK_INVOCATION_ID: run.invocation_id,
+        }
+        if conversation_id:
+            span_attrs[sc.GEN_AI_CONVERSATION_ID] = conversation_id
+        span = self._tracer.start_span(
+            sc.SPAN_NAME_PREFIX + tool_name, kind=SpanKind.INTERNAL, attributes=span_attrs)
+        record = TaskRecord(run, call_id, tool_name, kind, span, attrs)
+        key = call_id
+        n = 1
+        while key in run.tasks:  # a duplicate id: keep both, each ends on its own
+            n += 1
+            key = f"{call_id}#{n}"
+        run.tasks[key] = record
+        self._started.add(1, attrs)
+        self._active.add(1, attrs)
+        return record
+
+    def bind(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
+        """Ties the record's end to ``task``'s end (replacing an earlier binding)."""
+        if record.state != OPEN:
+            return
+        old = record.task
+        if old is task:
+            return
+        if old is not None and record.cb is not None:
+            old.remove_done_callback(record.cb)
+        record.task = task
+        if task is None:
+            record.bound_to_callbacks = True
+            return
+        record.bound_to_callbacks = False
+        if task.done():
+            self._finish_from_task(record, task)
+            return
+        if record.cb is None:
+            record.cb = partial(self._task_done_cb, record)
+        task.add_done_callback(record.cb)
+        self._watch(record.run)
+
+    def mark_stop_requested(self, invocation_id: str, tool_name: str) -> None:
+        run = self._runs.get(invocation_id)
+        if run is None:
+            return
+        for record in run.tasks.values():
+            if record.tool_name == tool_name and record.kind == sc.Kind.STREAMING:
+                record.cancel_cause = sc.CancelCause.STOP_STREAMING
+
+    def _on_task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+        try:
+            if record.state == OPEN:
+                self._finish_from_task(record, task)
+            elif record.state == ORPHANED:
+                self._orphan_ended(record, task)
+        except Exception:
+            logger.debug("tool-task finish failed", exc_info=True)
+
+    def _finish_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self.finish(record, sc.Outcome.CANCELLED)
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.finish(record, sc.Outcome.ERROR, exc)
+        else:
+            self.finish_returned(record)
+
+    def finish_returned(self, record: TaskRecord) -> None:
+        """The task returned: ok, or recovered/error if the tool had raised."""
+        if record.error is None:
+            self.finish(record, sc.Outcome.OK)
+        elif record.after_seen:  # a callback turned the error into a result
+            self.finish(record, sc.Outcome.RECOVERED, record.error)
+        else:  # ADK swallowed it (a background tool) and no callback answered
+            self.finish(record, sc.Outcome.ERROR, record.error)
+
+    def finish(self, record: TaskRecord, outcome: str, error: BaseException | None = None) -> None:
+        if record.state != OPEN:
+            return
+        record.state = ENDED
+        run = record.run
+        span = record.span
+        span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
+        attrs = dict(record.attrs)
+        attrs[sc.ADK_TOOL_TASK_OUTCOME] = outcome
+        if error is not None:
+            span.record_exception(error)
+            if outcome == sc.Outcome.ERROR:
+                etype = _error_type(error)
+                span.set_attribute(sc.ERROR_TYPE, etype)
+                span.set_status(Status(StatusCode.ERROR, f"{etype}: {error}"[:256]))
+                attrs[sc.ERROR_TYPE] = etype
+                if record.kind == sc.Kind.CALL:
+                    run.sibling_failed = True
+        elif outcome == sc.Outcome.CANCELLED:
+            cause = record.cancel_cause or self._infer_cause(record)
+            span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+        span.end()
+        self._active.add(-1, record.attrs)
+        self._duration.record(time.monotonic() - record.start, attrs,
+                              context=trace.set_span_in_context(span))
+        self._forget(record)
+
+    def _infer_cause(self, record: TaskRecord) -> str:
+        if record.kind in (sc.Kind.STREAMING, sc.Kind.NON_BLOCKING):
+            return sc.CancelCause.RUN_TEARDOWN
+        if record.run.sibling_failed:
+            return sc.CancelCause.SIBLING_FAILED
+        return sc.CancelCause.CALLER_CANCELLED
+
+    def _forget(self, record: TaskRecord) -> None:
+        run = record.run
+        for key, other in run.tasks.items():
+            if other is record:
+                del run.tasks[key]
+                break
+        record.task = None
+        record.cb = None
+        if not run.tasks:
+            self._unwatch(run)
+
+    # --- run end ----------------------------------------------------------------
+
+    def sweep(self, invocation_id: str, trigger: str) -> int:
+        """Ends the run: every task still running becomes an orphan. Idempotent."""
+        run = self._runs.pop(invocation_id, None)
+        if run is None:
+            return 0
+        self._unwatch(run)
+        if run.finalizer is not None:
+            run.finalizer.detach()
+        orphans = 0
+        for record in list(run.tasks.values()):
+            task = record.task
+            if record.bound_to_callbacks:
+                self.finish_returned(record) if record.after_seen else self._orphan(
+                    record, trigger)
+                orphans += record.state == ORPHANED
+            elif task is None or task.done():
+                # Finished, but its done-callback has not run yet: not an orphan.
+                if task is not None:
+                    self._finish_from_task(record, task)
+                else:
+                    self.finish(record, sc.Outcome.CANCELLED)
+            else:
+                self._orphan(record, trigger)
+                orphans += 1
+        run.tasks.clear()
+        run.span = None
+        run.task = None
+        return orphans
+
+    def sweep_all(self, trigger: str, *, skip: set[str] | None = None) -> int:
+        return sum(self.sweep(inv, trigger) for inv in list(self._runs) if not skip or inv not in skip)
+
+    def _orphan(self, record: TaskRecord, trigger: str) -> None:
+        run = record.run
+        record.state = ORPHANED
+        now = time.monotonic()
+        record.orphaned_at = now
+        age = now - record.start
+        stack = _suspended_stack(record.task) if record.task is not None else ""
+        event_attrs: dict[str, Any] = {
+            sc.GEN_AI_TOOL_CALL_ID: record.call_id,
+            sc.GEN_AI_TOOL_NAME: record.tool_name,
+            sc.ADK_INVOCATION_ID: run.invocation_id,
+            sc.ADK_RUN_END_TRIGGER: trigger,
+            sc.ADK_TOOL_TASK_AGE: round(age, 6),
+        }
+        if stack:
+            event_attrs[sc.CODE_STACKTRACE] = stack
+        span = record.span
+        span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)
+        span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, sc.Outcome.ORPHANED)
+        span.set_status(Status(StatusCode.ERROR, f"still running when its run ended ({trigger})"))
+        if run.span is not None and run.span.is_recording():
+            run.span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)
+        span.end()
+        self._active.add(-1, record.attrs)
+        self._orphaned.add(1, {**record.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
+                           context=trace.set_span_in_context(span))
+        self._orphans_alive.add(1, record.attrs)
+        with trace.use_span(span, end_on_exit=False):
+            logger.warning(
+                "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs",
+                record.tool_name, record.call_id, run.invocation_id, trigger, age)
+        if record.task is None or record.bound_to_callbacks:
+            self._orphan_ended(record, None)  # nothing to watch: count it as gone
+        else:
+            self._orphans.add(record)
+        record.run = _DETACHED  # the run is over: hold nothing of it
+
+    def _orphan_ended(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
+        if record.state != ORPHANED:
+            return
+        record.state = ENDED
+        self._orphans.discard(record)
+        if task is None or task.cancelled():
+            outcome = sc.Outcome.CANCELLED
+        elif task.exception() is not None:
+            outcome = sc.Outcome.ERROR
+        else:
+            outcome = sc.Outcome.OK
+        self._orphans_alive.add(-1, record.attrs)
+        self._orphan_lifetime.record(
+            time.monotonic() - record.orphaned_at,
+            {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
+            context=trace.set_span_in_context(record.span))
+        record.task = None
+
+    # --- views ------------------------------------------------------------------
+
+    def open_tasks(self) -> list[OpenTask]:
+        now = time.monotonic()
+        out = [
+            OpenTask(run.invocation_id, r.call_id, r.tool_name, r.kind, now - r.start, False)
+            for run in list(self._runs.values()) for r in list(run.tasks.values())
+        ]
+        out.extend(
+            OpenTask(r.invocation_id, r.call_id, r.tool_name, r.kind, now - r.start, True)
+            for r in list(self._orphans))
+        return out
+
+    def state_size(self) -> tuple[int, int]:
+        """(runs held, orphan records held): both zero when nothing runs."""
+        return len(self._runs), len(self._orphans)
+
+    def _drop_if_idle(self, invocation_id: str) -> None:
+        run = self._runs.get(invocation_id)
+        if run is not None and not run.tasks:
+            del self._runs[invocation_id]
+            self._unwatch(run)
+
+
+_DETACHED = RunRecord("", "")
+
+
+def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:
+    ledger = ledger_ref()
+    if ledger is not None:
+        try:
+            ledger._drop_if_idle(invocation_id)
+        except Exception:  # pragma: no cover - runs from the garbage collector
+            pass
+
+
+def _error_type(error: BaseException) -> str:
+    cls = type(error)
+    mod = cls.__module__
+    return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
+
+
+def _frames(task: asyncio.Task[Any]) -> Iterator[types.FrameType]:
+    """The frames of a suspended task, innermost last, through async generators too."""
+    aw: Any = task.get_coro()
+    seen = 0
+    while aw is not None and seen < 64:
+        seen += 1
+        frame = getattr(aw, "cr_frame", None) or getattr(aw, "ag_frame", None) or getattr(
+            aw, "gi_frame", None)
+        if frame is not None:
+            yield frame
+        nxt = (getattr(aw, "cr_await", None) or getattr(aw, "ag_await", None)
+               or getattr(aw, "gi_yieldfrom", None))
+        if nxt is None and frame is None:
+            # async_generator_asend and friends hide their generator: find it.
+            nxt = next((r for r in gc.get_referents(aw)
+                        if isinstance(r, (types.AsyncGeneratorType, types.CoroutineType))), None)
+        aw = nxt
+
+
+def _suspended_stack(task: asyncio.Task[Any]) -> str:
+    try:
+        frames = list(_frames(task))[-_STACK_FRAMES:]
+        summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
+                                                 lookup_lines=True)
+        return "".join(summary.format())[-_STACK_CHARS:]
+    except Exception:
+        return ""

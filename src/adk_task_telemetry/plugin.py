@@ -1,0 +1,187 @@
+"""TaskTelemetryPlugin: ADK callbacks -> ledger.
+
+Every callback returns None and swallows its own failures: in ADK the first
+plugin to return a value short-circuits the rest, and a plugin exception aborts
+the user's run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from typing import Any
+
+from google.adk.plugins.base_plugin import BasePlugin
+from opentelemetry import metrics, trace
+
+from . import adk_compat as compat
+from . import semconv as sc
+from .ledger import Ledger, OpenTask, TaskRecord
+
+logger = logging.getLogger(sc.LOGGER_NAME)
+
+# The record of the tool call whose task is running. before/after/error callbacks
+# of one call run in that call's task, so they all see the same value; it also
+# tells close() when a nested AgentTool runner closes from inside a tool task.
+_current: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
+    "adk_task_telemetry_record", default=None)
+
+
+class TaskTelemetryPlugin(BasePlugin):
+    """A span per ADK tool task, from creation to its end, and orphans at run end.
+
+    Register it first: ``App(plugins=[TaskTelemetryPlugin(), ...])``.
+    """
+
+    def __init__(
+        self,
+        name: str = "adk_task_telemetry",
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        self._ledger = Ledger(tracer_provider, meter_provider)
+        self._failures = 0
+        compat.add_live_teardown_listener(self)
+
+    # --- public -----------------------------------------------------------------
+
+    def open_tasks(self) -> list[OpenTask]:
+        """Tool tasks running now, orphans included (``orphaned=True``)."""
+        return self._ledger.open_tasks()
+
+    @property
+    def internal_errors(self) -> int:
+        """How many callbacks failed inside the plugin (and were swallowed)."""
+        return self._failures
+
+    # --- run --------------------------------------------------------------------
+
+    async def before_run_callback(self, *, invocation_context: Any) -> None:
+        try:
+            ctx = invocation_context
+            self._ledger.begin_run(
+                ctx.invocation_id, getattr(ctx, "app_name", "") or "",
+                trace.get_current_span(), _current_task(), ctx)
+        except Exception:
+            self._failed("before_run_callback")
+        return None
+
+    async def after_run_callback(self, *, invocation_context: Any) -> None:
+        self._sweep(invocation_context, sc.EndTrigger.AFTER_RUN)
+        return None
+
+    async def on_run_error_callback(self, *, invocation_context: Any, error: Exception) -> None:
+        self._sweep(invocation_context, sc.EndTrigger.RUN_ERROR)
+        return None
+
+    async def close(self) -> None:
+        try:
+            if _current.get() is not None:
+                # A nested AgentTool runner closing inside a tool task (ADK 1.x):
+                # the runs of this plugin are still in progress.
+                return
+            self._ledger.sweep_all(sc.EndTrigger.PLUGIN_CLOSE)
+        except Exception:
+            self._failed("close")
+
+    def _on_live_teardown(self, invocation_context: Any) -> None:
+        """ADK 1.x only (see adk_compat): a live run stopped its background tools."""
+        self._sweep(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
+
+    def _sweep(self, invocation_context: Any, trigger: str) -> None:
+        try:
+            self._ledger.sweep(invocation_context.invocation_id, trigger)
+        except Exception:
+            self._failed(trigger)
+
+    # --- tools ------------------------------------------------------------------
+
+    async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> None:
+        try:
+            ctx = compat.invocation_context_of(tool_context)
+            kind = _kind(tool, ctx)
+            run = self._ledger.run_for(ctx.invocation_id, getattr(ctx, "app_name", "") or "")
+            stop = compat.is_stop_streaming_call(tool, tool_args) if kind == sc.Kind.CALL else None
+            if stop is not None:
+                self._ledger.mark_stop_requested(ctx.invocation_id, stop)
+            record = self._ledger.open_task(
+                run,
+                str(tool_context.function_call_id or ""),
+                str(getattr(tool, "name", "") or type(tool).__name__),
+                type(tool).__name__,
+                compat.agent_name_of(ctx),
+                compat.session_id_of(ctx),
+                kind,
+            )
+            _current.set(record)
+            task = _current_task()
+            # A call that runs in the run's own task has no task of its own: its
+            # callbacks mark its end.
+            self._ledger.bind(record, None if task is run.task else task)
+        except Exception:
+            self._failed("before_tool_callback")
+        return None
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
+    ) -> None:
+        try:
+            record = _current.get()
+            if record is not None and record.call_id == str(tool_context.function_call_id or ""):
+                record.after_seen = True
+                if record.kind == sc.Kind.STREAMING:
+                    # The dispatch only returned "pending": the work runs in the
+                    # background task ADK registered a moment ago.
+                    ctx = compat.invocation_context_of(tool_context)
+                    task = compat.streaming_task_for(ctx, record.tool_name, record.call_id)
+                    if task is not None:
+                        self._ledger.bind(record, task)
+                elif record.bound_to_callbacks:
+                    self._ledger.finish_returned(record)
+        except Exception:
+            self._failed("after_tool_callback")
+        return None
+
+    async def on_tool_error_callback(
+        self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
+    ) -> None:
+        try:
+            record = _current.get()
+            # From 2.13 on ADK also reports a cancellation here: the task's own end
+            # says that better, so only real errors are kept.
+            if (record is not None and isinstance(error, Exception)
+                    and record.call_id == str(tool_context.function_call_id or "")):
+                record.error = error
+                if record.bound_to_callbacks:
+                    self._ledger.finish(record, sc.Outcome.ERROR, error)
+        except Exception:
+            self._failed("on_tool_error_callback")
+        return None
+
+    # --- internals --------------------------------------------------------------
+
+    def _failed(self, where: str) -> None:
+        self._failures += 1
+        if self._failures <= 10:
+            logger.exception("adk_task_telemetry: internal error in %s (ignored)", where)
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+def _kind(tool: Any, ctx: Any) -> str:
+    if compat.is_long_running_tool(tool):
+        return sc.Kind.LONG_RUNNING
+    if compat.is_live(ctx):
+        if compat.is_streaming_tool(tool):
+            return sc.Kind.STREAMING
+        if compat.is_non_blocking_tool(tool):
+            return sc.Kind.NON_BLOCKING
+    return sc.Kind.CALL

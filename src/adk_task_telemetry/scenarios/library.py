@@ -1,0 +1,398 @@
+"""Named tool-task lifecycle scenarios, run through the real ADK Runner.
+
+The CLI demo, the audit and the tests all run these. Each scenario drives one
+kind of tool task to one kind of end; its tools record the asyncio task that
+runs their body in a :class:`Probe`, so a caller can check that an orphan
+reported by the plugin is really still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.agents.live_request_queue import LiveRequestQueue
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools.agent_tool import AgentTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from .model import ScriptedLlm, call, text
+
+APP_NAME = "scenarios"
+USER_ID = "user"
+
+
+class Probe:
+    """What the scenario's tools did: the task running each call's body."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self._started: dict[str, asyncio.Event] = {}
+
+    def enter(self, tool_context: ToolContext) -> None:
+        call_id = tool_context.function_call_id or ""
+        task = asyncio.current_task()
+        if task is not None:
+            self.tasks[call_id] = task
+        self._event(call_id).set()
+
+    def _event(self, call_id: str) -> asyncio.Event:
+        return self._started.setdefault(call_id, asyncio.Event())
+
+    async def wait_started(self, *call_ids: str, timeout: float = 5.0) -> None:
+        async with asyncio.timeout(timeout):
+            for cid in call_ids:
+                await self._event(cid).wait()
+
+    def pending(self) -> list[str]:
+        """Call ids whose body task is still running."""
+        return [cid for cid, t in self.tasks.items() if not t.done()]
+
+    async def cleanup(self) -> None:
+        """Cancels every body task still running (orphans included) and waits."""
+        left = [t for t in self.tasks.values() if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            await asyncio.wait(left, timeout=5.0)
+
+
+@dataclass
+class ScenarioRun:
+    """What happened when a scenario ran."""
+
+    name: str
+    probe: Probe
+    error: BaseException | None = None
+    events: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    mode: str  # "async" or "live"
+    body: Callable[[Harness], Awaitable[None]]
+
+
+class Harness:
+    """Builds App + Runner with the given plugins and runs one scenario on it."""
+
+    def __init__(self, plugins: Sequence[BasePlugin], probe: Probe, run: ScenarioRun) -> None:
+        self.plugins = list(plugins)
+        self.probe = probe
+        self.run = run
+        self.runners: list[Runner] = []
+
+    def runner(self, agent: LlmAgent) -> Runner:
+        app = App(name=APP_NAME, root_agent=agent, plugins=self.plugins)
+        runner = Runner(app=app, session_service=InMemorySessionService())
+        self.runners.append(runner)
+        return runner
+
+    async def _session(self, runner: Runner) -> str:
+        session = await runner.session_service.create_session(app_name=APP_NAME, user_id=USER_ID)
+        return str(session.id)
+
+    async def run_async(self, agent: LlmAgent, message: str = "go") -> None:
+        runner = self.runner(agent)
+        sid = await self._session(runner)
+        content = types.Content(role="user", parts=[types.Part(text=message)])
+        async with contextlib.aclosing(
+            runner.run_async(user_id=USER_ID, session_id=sid, new_message=content)
+        ) as agen:
+            async for event in agen:
+                self.run.events.append(event)
+
+    @contextlib.asynccontextmanager
+    async def live(self, agent: LlmAgent) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
+        """A live run; leaving the block is the caller leaving (aclose)."""
+        runner = self.runner(agent)
+        sid = await self._session(runner)
+        queue = LiveRequestQueue()
+        config = RunConfig(streaming_mode=StreamingMode.BIDI, response_modalities=["TEXT"])
+        agen = runner.run_live(
+            user_id=USER_ID, session_id=sid, live_request_queue=queue, run_config=config)
+        try:
+            yield agen
+        finally:
+            await agen.aclose()
+            queue.close()
+
+    async def live_until(self, agen: AsyncGenerator[Any, None],
+                         done: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Consumes live events until ``done()`` holds."""
+        async with asyncio.timeout(timeout):
+            async for event in agen:
+                self.run.events.append(event)
+                if done():
+                    return
+
+    async def close(self) -> None:
+        for runner in self.runners:
+            with contextlib.suppress(Exception):
+                await runner.close()
+
+
+def _responses(run: ScenarioRun, *call_ids: str) -> Callable[[], bool]:
+    want = set(call_ids)
+
+    def done() -> bool:
+        seen = {
+            p.function_response.id
+            for e in run.events if e.content and e.content.parts
+            for p in e.content.parts if p.function_response is not None
+        }
+        return want <= seen
+    return done
+
+
+# --- tools the scenarios use -------------------------------------------------
+
+
+def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
+    async def lookup_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
+        """Looks up an order."""
+        probe.enter(tool_context)
+        await asyncio.sleep(0.01)
+        return {"order_id": order_id, "status": "shipped"}
+
+    def add_numbers(a: int, b: int, tool_context: ToolContext) -> dict[str, int]:
+        """Adds two numbers (a sync tool)."""
+        probe.enter(tool_context)
+        return {"sum": a + b}
+
+    async def slow_search(query: str, tool_context: ToolContext) -> dict[str, str]:
+        """Searches slowly."""
+        probe.enter(tool_context)
+        await asyncio.sleep(30)
+        return {"query": query}
+
+    async def flaky_api(tool_context: ToolContext) -> dict[str, str]:
+        """Fails after a moment."""
+        probe.enter(tool_context)
+        await asyncio.sleep(0.05)
+        raise ConnectionError("upstream refused the connection")
+
+    async def monitor_stock(symbol: str, tool_context: ToolContext) -> AsyncGenerator[str, None]:
+        """Streams price changes of a stock symbol (a live streaming tool)."""
+        probe.enter(tool_context)
+        while True:
+            await asyncio.sleep(0.05)
+            yield f"{symbol}: no change"
+
+    def stop_streaming(function_name: str) -> None:
+        """Stops a running streaming tool."""
+        return None
+
+    async def send_report(topic: str, tool_context: ToolContext) -> dict[str, str]:
+        """Sends a report in the background (a live non-blocking tool)."""
+        probe.enter(tool_context)
+        await asyncio.sleep(0.05)
+        return {"topic": topic, "status": "sent"}
+
+    def open_ticket(issue: str, tool_context: ToolContext) -> dict[str, str]:
+        """Opens a ticket that a human resolves later (a long-running tool)."""
+        probe.enter(tool_context)
+        return {"ticket": "T-1", "status": "pending"}
+
+    return {f.__name__: f for f in (lookup_order, add_numbers, slow_search, flaky_api,
+                                   monitor_stock, stop_streaming, send_report, open_ticket)}
+
+
+def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
+           **kw: Any) -> LlmAgent:
+    return LlmAgent(name=name, model=ScriptedLlm(turns), instruction="scripted",
+                    tools=list(tools), **kw)
+
+
+# --- the scenarios ------------------------------------------------------------
+
+
+async def _seed_bug(h: Harness) -> None:
+    """ADK issue 7058: two calls to one streaming tool in one live response."""
+    t = _tools(h.probe)
+    agent = _agent("trader", [], [t["monitor_stock"]])
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    async with h.live(agent) as agen:
+        model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"),
+                       call("monitor_stock", "call-msft", symbol="MSFT"))
+        await h.live_until(agen, _responses(h.run, "call-goog", "call-msft"))
+        await h.probe.wait_started("call-goog", "call-msft")
+    # leaving the block: the caller walks away from the live run
+
+
+async def _live_stream_teardown(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("trader", [], [t["monitor_stock"]])
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    async with h.live(agent) as agen:
+        model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
+        await h.live_until(agen, _responses(h.run, "call-goog"))
+        await h.probe.wait_started("call-goog")
+        await asyncio.sleep(0.1)
+
+
+async def _live_stop_streaming(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("trader", [], [t["monitor_stock"], t["stop_streaming"]])
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    async with h.live(agent) as agen:
+        model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
+        await h.live_until(agen, _responses(h.run, "call-goog"))
+        await h.probe.wait_started("call-goog")
+        model.say_live(call("stop_streaming", "call-stop", function_name="monitor_stock"))
+        await h.live_until(agen, _responses(h.run, "call-stop"))
+
+
+async def _live_non_blocking(h: Harness) -> None:
+    t = _tools(h.probe)
+    from google.adk.tools.function_tool import FunctionTool
+
+    tool = FunctionTool(t["send_report"])
+    tool.behavior = types.Behavior.NON_BLOCKING  # type: ignore[attr-defined]
+    tool.response_scheduling = types.FunctionResponseScheduling.WHEN_IDLE  # type: ignore[attr-defined]
+    agent = _agent("reporter", [], [tool])
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    async with h.live(agent) as agen:
+        model.say_live(call("send_report", "call-report", topic="sales"))
+        await h.live_until(agen, _responses(h.run, "call-report"))
+
+
+async def _single_call(h: Harness) -> None:
+    t = _tools(h.probe)
+    await h.run_async(_agent("clerk", [[call("lookup_order", "call-1", order_id="A1")]],
+                             [t["lookup_order"]]))
+
+
+async def _parallel_calls(h: Harness) -> None:
+    t = _tools(h.probe)
+    turns = [[call("lookup_order", "call-1", order_id="A1"),
+              call("lookup_order", "call-2", order_id="A2"),
+              call("add_numbers", "call-3", a=1, b=2)]]
+    await h.run_async(_agent("clerk", turns, [t["lookup_order"], t["add_numbers"]]))
+
+
+async def _parallel_one_fails(h: Harness) -> None:
+    t = _tools(h.probe)
+    turns = [[call("flaky_api", "call-fail"),
+              call("slow_search", "call-s1", query="a"),
+              call("slow_search", "call-s2", query="b")]]
+    try:
+        await h.run_async(_agent("clerk", turns, [t["flaky_api"], t["slow_search"]]))
+    except ConnectionError as e:
+        h.run.error = e
+
+
+class _RecoverPlugin(BasePlugin):
+    """Turns a tool error into a result, as an application's error policy would."""
+
+    def __init__(self) -> None:
+        super().__init__(name="recover_errors")
+
+    async def on_tool_error_callback(self, *, tool: Any, tool_args: Any, tool_context: Any,
+                                     error: Exception) -> dict[str, str] | None:
+        if isinstance(error, ConnectionError):
+            return {"error": "temporarily unavailable"}
+        return None
+
+
+async def _recovered_error(h: Harness) -> None:
+    t = _tools(h.probe)
+    h.plugins.append(_RecoverPlugin())
+    await h.run_async(_agent("clerk", [[call("flaky_api", "call-fail")]], [t["flaky_api"]]))
+
+
+async def _long_running(h: Harness) -> None:
+    t = _tools(h.probe)
+    tool = LongRunningFunctionTool(t["open_ticket"])
+    await h.run_async(_agent("helpdesk", [[call("open_ticket", "call-ticket", issue="login")]],
+                             [tool]))
+
+
+async def _agent_tool(h: Harness) -> None:
+    t = _tools(h.probe)
+    child = _agent("researcher", [[call("lookup_order", "call-child", order_id="C1")]],
+                   [t["lookup_order"]], description="Looks up orders.")
+    turns = [[call("researcher", "call-agent", request="find C1")]]
+    await h.run_async(_agent("manager", turns, [AgentTool(child)]))
+
+
+async def _caller_timeout(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    try:
+        async with asyncio.timeout(0.3):
+            await h.run_async(agent)
+    except TimeoutError as e:
+        h.run.error = e
+
+
+async def _consumer_cancelled(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    task = asyncio.create_task(h.run_async(agent))
+    await h.probe.wait_started("call-slow")
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError as e:
+        h.run.error = e
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario("seed_bug", "live: two calls to one streaming tool, then the caller leaves "
+             "(ADK issue 7058)", "live", _seed_bug),
+    Scenario("single_call", "one async tool call", "async", _single_call),
+    Scenario("parallel_calls", "three parallel calls, sync and async tools", "async",
+             _parallel_calls),
+    Scenario("parallel_one_fails", "three parallel calls; one raises, its siblings are "
+             "cancelled", "async", _parallel_one_fails),
+    Scenario("recovered_error", "a tool raises and an error callback answers for it",
+             "async", _recovered_error),
+    Scenario("long_running", "a LongRunningFunctionTool", "async", _long_running),
+    Scenario("agent_tool", "an AgentTool: a nested run with its own tool call", "async",
+             _agent_tool),
+    Scenario("caller_timeout", "a timeout around run_async cancels a slow tool", "async",
+             _caller_timeout),
+    Scenario("consumer_cancelled", "the task consuming run_async is cancelled", "async",
+             _consumer_cancelled),
+    Scenario("live_stream_teardown", "live: one streaming call, then the caller leaves",
+             "live", _live_stream_teardown),
+    Scenario("live_stop_streaming", "live: a streaming call stopped by stop_streaming",
+             "live", _live_stop_streaming),
+    Scenario("live_non_blocking", "live: a non-blocking tool", "live", _live_non_blocking),
+]}
+
+
+async def run_scenario(name: str, plugins: Sequence[BasePlugin],
+                       *, close_runner: bool = True) -> ScenarioRun:
+    """Runs one scenario with ``plugins``. Body tasks still running are left to the
+    caller (``run.probe.cleanup()``), so that it can check what is still alive."""
+    scenario = SCENARIOS[name]
+    run = ScenarioRun(name, Probe())
+    harness = Harness(plugins, run.probe, run)
+    await scenario.body(harness)
+    # Let done-callbacks of tasks that ended at teardown run.
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    if close_runner:
+        await harness.close()
+    return run
+
+
+__all__ = ["SCENARIOS", "Scenario", "ScenarioRun", "Probe", "run_scenario", "text"]

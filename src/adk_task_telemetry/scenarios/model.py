@@ -1,0 +1,93 @@
+"""A scripted model: a BaseLlm that replays canned responses. No network, no key."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.base_llm_connection import BaseLlmConnection
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+from pydantic import PrivateAttr
+
+
+def call(name: str, call_id: str, **args: Any) -> types.Part:
+    """A function-call part, as a model would send it."""
+    return types.Part(function_call=types.FunctionCall(name=name, args=args, id=call_id))
+
+
+def text(value: str) -> types.Part:
+    return types.Part(text=value)
+
+
+def _response(parts: Sequence[types.Part], **kw: Any) -> LlmResponse:
+    return LlmResponse(content=types.Content(role="model", parts=list(parts)), **kw)
+
+
+class ScriptedLlm(BaseLlm):
+    """Replays ``turns`` one per model call; then answers "done".
+
+    For live runs, ``say_live()`` queues a response on the live connection; the
+    connection stays open, as a real one does, until it is closed.
+    """
+
+    model: str = "scripted"
+    _turns: list[list[types.Part]] = PrivateAttr(default_factory=list)
+    _calls: int = PrivateAttr(default=0)
+    _live: asyncio.Queue[LlmResponse] | None = PrivateAttr(default=None)
+    _received: list[types.Content] = PrivateAttr(default_factory=list)
+
+    def __init__(self, turns: Sequence[Sequence[types.Part]] = (), **kw: Any) -> None:
+        super().__init__(**kw)
+        self._turns = [list(t) for t in turns]
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        i = self._calls
+        self._calls += 1
+        parts = self._turns[i] if i < len(self._turns) else [text("done")]
+        yield _response(parts)
+
+    def _queue(self) -> asyncio.Queue[LlmResponse]:
+        if self._live is None:
+            self._live = asyncio.Queue()
+        return self._live
+
+    def say_live(self, *parts: types.Part, turn_complete: bool = True) -> None:
+        self._queue().put_nowait(_response(parts, turn_complete=turn_complete))
+
+    @asynccontextmanager
+    async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
+        conn = ScriptedLiveConnection(self._queue(), self._received)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+
+class ScriptedLiveConnection(BaseLlmConnection):
+    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content]) -> None:
+        self._queue = queue
+        self._received = received
+        self._closed = False
+
+    async def send_history(self, history: list[types.Content]) -> None:
+        return None
+
+    async def send_content(self, content: types.Content) -> None:
+        self._received.append(content)
+
+    async def send_realtime(self, blob: types.Blob) -> None:
+        return None
+
+    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        while not self._closed:
+            yield await self._queue.get()
+
+    async def close(self) -> None:
+        self._closed = True

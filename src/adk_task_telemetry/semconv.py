@@ -1,0 +1,91 @@
+"""Every name of the telemetry contract (../shared/DESIGN.md), in one place.
+
+Dashboards, alert rules, tests and users depend on these strings: change one only
+together with every place that uses it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SCOPE_NAME: Final = "adk_task_telemetry"
+LOGGER_NAME: Final = "adk_task_telemetry"
+
+SPAN_NAME_PREFIX: Final = "tool_task "
+
+# Attributes set at span start.
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+ADK_APP_NAME: Final = "adk.app.name"
+ADK_INVOCATION_ID: Final = "adk.invocation.id"
+ADK_TOOL_TASK_KIND: Final = "adk.tool_task.kind"
+
+# Attributes set at span end.
+ADK_TOOL_TASK_OUTCOME: Final = "adk.tool_task.outcome"
+ERROR_TYPE: Final = "error.type"
+
+# Event attributes.
+ADK_TOOL_TASK_CANCEL_CAUSE: Final = "adk.tool_task.cancel.cause"
+ADK_RUN_END_TRIGGER: Final = "adk.run.end_trigger"
+ADK_TOOL_TASK_AGE: Final = "adk.tool_task.age"
+CODE_STACKTRACE: Final = "code.stacktrace"
+
+# Event names.
+EVENT_CANCELLED: Final = "cancelled"
+EVENT_ORPHANED_TASK: Final = "orphaned_task"
+
+
+class Kind:
+    CALL: Final = "call"
+    STREAMING: Final = "streaming"
+    NON_BLOCKING: Final = "non_blocking"
+    LONG_RUNNING: Final = "long_running"
+
+
+class Outcome:
+    OK: Final = "ok"
+    ERROR: Final = "error"
+    RECOVERED: Final = "recovered"
+    CANCELLED: Final = "cancelled"
+    ORPHANED: Final = "orphaned"
+
+
+class CancelCause:
+    SIBLING_FAILED: Final = "sibling_failed"
+    CALLER_CANCELLED: Final = "caller_cancelled"
+    RUN_TEARDOWN: Final = "run_teardown"
+    STOP_STREAMING: Final = "stop_streaming"
+    ORPHAN_CANCELLED: Final = "orphan_cancelled"
+
+
+class EndTrigger:
+    AFTER_RUN: Final = "after_run"
+    RUN_ERROR: Final = "run_error"
+    RUN_TASK_DONE: Final = "run_task_done"
+    PLUGIN_CLOSE: Final = "plugin_close"
+    SHUTDOWN: Final = "shutdown"
+    # ADK 1.x fires no plugin hook when a live run tears down; the version-gated
+    # hook in adk_compat reports that moment under this name.
+    LIVE_TEARDOWN: Final = "live_teardown"
+
+
+# Metric instruments: (name, unit, description).
+METRIC_STARTED: Final = "adk.tool_task.started"
+METRIC_ACTIVE: Final = "adk.tool_task.active"
+METRIC_DURATION: Final = "adk.tool_task.duration"
+METRIC_ORPHANED: Final = "adk.tool_task.orphaned"
+METRIC_ORPHANS_ALIVE: Final = "adk.tool_task.orphans_alive"
+METRIC_ORPHAN_LIFETIME: Final = "adk.tool_task.orphan_lifetime"
+
+UNIT_TASK: Final = "{task}"
+UNIT_SECONDS: Final = "s"
+
+# Bucket boundaries (seconds) for both histograms: tool calls range from
+# milliseconds to the minutes a streaming tool may run.
+DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0, 600.0, 1800.0, 3600.0,
+)

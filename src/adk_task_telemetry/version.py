@@ -1,0 +1,8 @@
+"""The package version, read once from the installed distribution."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("adk-task-telemetry")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0"
