@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import weakref
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 logger = logging.getLogger("adk_task_telemetry")
+_SEP = os.sep
 
 
 def _parse(v: str) -> tuple[int, int, int]:
@@ -52,6 +54,16 @@ def agent_name_of(ctx: Any) -> str:
     agent = getattr(ctx, "agent", None)
     name = getattr(agent, "name", None)
     return name if isinstance(name, str) else ""
+
+
+def is_adk_task(task: asyncio.Task[Any] | None) -> bool:
+    """Whether ADK created ``task`` itself (2.x runs a live run in a task of its own).
+
+    Such a task ends exactly when its run does; a caller's task does not.
+    """
+    code = getattr(task.get_coro(), "cr_code", None) if task is not None else None
+    filename = getattr(code, "co_filename", "")
+    return f"{_SEP}google{_SEP}adk{_SEP}" in filename
 
 
 def is_live(ctx: Any) -> bool:

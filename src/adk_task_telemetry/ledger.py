@@ -79,7 +79,7 @@ class TaskRecord:
 class RunRecord:
     __slots__ = (
         "invocation_id", "app_name", "span", "task", "tasks", "watching", "sibling_failed",
-        "finalizer", "cb",
+        "finalizer", "cb", "task_is_run",
     )
 
     def __init__(self, invocation_id: str, app_name: str) -> None:
@@ -87,6 +87,9 @@ class RunRecord:
         self.app_name = app_name
         self.span: Span | None = None
         self.task: asyncio.Task[Any] | None = None
+        # True when self.task exists only to run this run (ADK's own live task),
+        # False when it is a caller's task that merely started it.
+        self.task_is_run = False
         self.tasks: dict[str, TaskRecord] = {}
         self.watching = False  # done-callback attached to self.task
         self.sibling_failed = False
@@ -126,12 +129,13 @@ class Ledger:
     # --- runs -------------------------------------------------------------------
 
     def begin_run(self, invocation_id: str, app_name: str, span: Span | None,
-                  task: asyncio.Task[Any] | None, owner: Any) -> None:
+                  task: asyncio.Task[Any] | None, task_is_run: bool, owner: Any) -> None:
         run = self._runs.get(invocation_id)
         if run is None:
             run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
         run.span = span if span is not None and span.is_recording() else None
         run.task = task
+        run.task_is_run = task_is_run
         if owner is not None and run.finalizer is None:
             # Backstop for runs that end with no signal at all (a run_async
             # cancelled by its caller on ADK 1.x): drop the record, if idle, once
@@ -168,9 +172,16 @@ class Ledger:
     def _on_run_task_done(self, invocation_id: str, _task: asyncio.Task[Any]) -> None:
         try:
             run = self._runs.get(invocation_id)
-            if run is not None:
-                run.watching = False
-            self.sweep(invocation_id, sc.EndTrigger.RUN_TASK_DONE)
+            if run is None:
+                return
+            run.watching = False
+            if run.task_is_run:
+                self.sweep(invocation_id, sc.EndTrigger.RUN_TASK_DONE)
+            else:
+                # A caller's task may hand the run's generator on to another task
+                # (wait_for(anext(...)) per event does): only calls, which run
+                # inside one step of the generator, cannot outlive it legitimately.
+                self.sweep(invocation_id, sc.EndTrigger.RUN_TASK_DONE, only=_STEP_KINDS)
         except Exception:
             logger.debug("run-task sweep failed", exc_info=True)
 
@@ -312,16 +323,34 @@ class Ledger:
 
     # --- run end ----------------------------------------------------------------
 
-    def sweep(self, invocation_id: str, trigger: str) -> int:
-        """Ends the run: every task still running becomes an orphan. Idempotent."""
-        run = self._runs.pop(invocation_id, None)
+    def sweep(self, invocation_id: str, trigger: str,
+              only: frozenset[str] | None = None) -> int:
+        """Ends the run: every task still running becomes an orphan. Idempotent.
+
+        With ``only``, ends just the tasks of those kinds, and keeps the run if
+        others remain.
+        """
+        run = self._runs.get(invocation_id)
         if run is None:
             return 0
+        records = list(run.tasks.values())
+        if only is not None:
+            records = [r for r in records if r.kind in only]
+            if len(records) < len(run.tasks):
+                return self._end_tasks(records, trigger)
+        del self._runs[invocation_id]
         self._unwatch(run)
         if run.finalizer is not None:
             run.finalizer.detach()
+        orphans = self._end_tasks(records, trigger)
+        run.tasks.clear()
+        run.span = None
+        run.task = None
+        return orphans
+
+    def _end_tasks(self, records: list[TaskRecord], trigger: str) -> int:
         orphans = 0
-        for record in list(run.tasks.values()):
+        for record in records:
             task = record.task
             if record.bound_to_callbacks:
                 self.finish_returned(record) if record.after_seen else self._orphan(
@@ -336,9 +365,6 @@ class Ledger:
             else:
                 self._orphan(record, trigger)
                 orphans += 1
-        run.tasks.clear()
-        run.span = None
-        run.task = None
         return orphans
 
     def sweep_all(self, trigger: str, *, skip: set[str] | None = None) -> int:
@@ -424,6 +450,7 @@ class Ledger:
 
 
 _DETACHED = RunRecord("", "")
+_STEP_KINDS = frozenset({sc.Kind.CALL, sc.Kind.LONG_RUNNING})
 
 
 def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:

@@ -62,9 +62,10 @@ class TaskTelemetryPlugin(BasePlugin):
     async def before_run_callback(self, *, invocation_context: Any) -> None:
         try:
             ctx = invocation_context
+            task = _current_task()
             self._ledger.begin_run(
                 ctx.invocation_id, getattr(ctx, "app_name", "") or "",
-                trace.get_current_span(), _current_task(), ctx)
+                trace.get_current_span(), task, compat.is_adk_task(task), ctx)
         except Exception:
             self._failed("before_run_callback")
         return None

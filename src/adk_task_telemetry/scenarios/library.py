@@ -50,9 +50,8 @@ class Probe:
         return self._started.setdefault(call_id, asyncio.Event())
 
     async def wait_started(self, *call_ids: str, timeout: float = 5.0) -> None:
-        async with asyncio.timeout(timeout):
-            for cid in call_ids:
-                await self._event(cid).wait()
+        waits = [self._event(cid).wait() for cid in call_ids]
+        await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
     async def wait_finished(self, *call_ids: str, timeout: float = 5.0) -> None:
         await self.wait_started(*call_ids, timeout=timeout)
@@ -137,11 +136,12 @@ class Harness:
     async def live_until(self, agen: AsyncGenerator[Any, None],
                          done: Callable[[], bool], timeout: float = 5.0) -> None:
         """Consumes live events until ``done()`` holds."""
-        async with asyncio.timeout(timeout):
+        async def consume() -> None:
             async for event in agen:
                 self.run.events.append(event)
                 if done():
                     return
+        await asyncio.wait_for(consume(), timeout)
 
     async def close(self) -> None:
         for runner in self.runners:
@@ -183,6 +183,12 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         await asyncio.sleep(30)
         return {"query": query}
 
+    async def wait_briefly(tool_context: ToolContext) -> dict[str, str]:
+        """Waits a moment (outlasts a nested agent run beside it)."""
+        probe.enter(tool_context)
+        await asyncio.sleep(0.2)
+        return {"waited": "0.2s"}
+
     async def flaky_api(tool_context: ToolContext) -> dict[str, str]:
         """Fails after a moment."""
         probe.enter(tool_context)
@@ -211,7 +217,7 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         probe.enter(tool_context)
         return {"ticket": "T-1", "status": "pending"}
 
-    return {f.__name__: f for f in (lookup_order, add_numbers, slow_search, flaky_api,
+    return {f.__name__: f for f in (lookup_order, add_numbers, slow_search, wait_briefly, flaky_api,
                                    monitor_stock, stop_streaming, send_report, open_ticket)}
 
 
@@ -340,17 +346,23 @@ async def _agent_tool(h: Harness) -> None:
     t = _tools(h.probe)
     child = _agent("researcher", [[call("lookup_order", "call-child", order_id="C1")]],
                    [t["lookup_order"]], description="Looks up orders.")
-    turns = [[call("researcher", "call-agent", request="find C1")]]
-    await h.run_async(_agent("manager", turns, [AgentTool(child)]))
+    # A sibling outlasts the nested run: ADK 1.x closes the nested runner (and so
+    # the shared plugin) while it still runs, which must not sweep it.
+    turns = [[call("researcher", "call-agent", request="find C1"),
+              call("wait_briefly", "call-sibling")]]
+    await h.run_async(_agent("manager", turns, [AgentTool(child), t["wait_briefly"]]))
 
 
 async def _caller_timeout(h: Harness) -> None:
     t = _tools(h.probe)
     agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    run = asyncio.ensure_future(h.run_async(agent))
+    # The clock starts once the tool runs, so a slow first run cannot time out
+    # before there is a tool task to cancel.
+    await h.probe.wait_started("call-slow")
     try:
-        async with asyncio.timeout(0.3):
-            await h.run_async(agent)
-    except TimeoutError as e:
+        await asyncio.wait_for(run, 0.2)
+    except asyncio.TimeoutError as e:
         h.run.error = e
 
 
@@ -377,7 +389,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("recovered_error", "a tool raises and an error callback answers for it",
              "async", _recovered_error),
     Scenario("long_running", "a LongRunningFunctionTool", "async", _long_running),
-    Scenario("agent_tool", "an AgentTool: a nested run with its own tool call", "async",
+    Scenario("agent_tool", "an AgentTool: a nested run with its own tool call, beside a "
+             "slower sibling", "async",
              _agent_tool),
     Scenario("caller_timeout", "a timeout around run_async cancels a slow tool", "async",
              _caller_timeout),
