@@ -1,0 +1,59 @@
+# The two commands README gives: `make demo` and `make test`. Each installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+# google-adk versions CI tests: the newest, and the two that still have issue 7058.
+ADK_VERSIONS ?= 2.13.0 2.12.0 1.39.1
+ADK_NEWEST := $(firstword $(ADK_VERSIONS))
+VENVS := .venvs
+EXTRAS := dev,export
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down clean
+
+# --- demo: the project's own virtualenv, newest ADK -----------------------------
+.venv/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -e ".[export]"
+	touch $@
+
+demo: .venv/.installed
+	.venv/bin/adk-task-telemetry demo
+
+# --- test: one virtualenv per ADK version -------------------------------------
+$(VENVS)/adk-%/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENVS)/adk-$*
+	$(VENVS)/adk-$*/bin/pip install -q --upgrade pip
+	$(VENVS)/adk-$*/bin/pip install -q -e ".[$(EXTRAS)]" "google-adk==$*"
+	touch $@
+
+venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
+
+# Debian's prometheus (promtool, a real server) and docker-compose, where we are root.
+system-deps:
+	@if ! command -v promtool >/dev/null || ! command -v docker-compose >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus docker-compose >/dev/null; \
+	  else echo "note: install Debian's prometheus and docker-compose packages to run every test"; fi; \
+	fi
+
+lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests benchmarks
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
+
+unit: venvs system-deps
+	@set -e; for v in $(ADK_VERSIONS); do \
+	  echo "== google-adk $$v"; \
+	  $(VENVS)/adk-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); \
+	done
+
+test: lint unit
+
+bench: .venv/.installed
+	.venv/bin/python -m benchmarks.run
+
+bench-quick: .venv/.installed
+	.venv/bin/python -m benchmarks.run --quick
+
+clean:
+	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache
