@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -55,15 +56,39 @@ class Telemetry:
         return out
 
 
+class _Switch(SpanProcessor):
+    """Forwards ended spans to the exporter of the test that is running.
+
+    ADK writes its own spans (invocation, execute_tool) to the global provider,
+    which can be set once per process; this lets each test see them.
+    """
+
+    def __init__(self) -> None:
+        self.target: SpanProcessor | None = None
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.target is not None:
+            self.target.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.target is not None:
+            self.target.on_end(span)
+
+
+_SWITCH = _Switch()
+_GLOBAL_TP = TracerProvider()
+_GLOBAL_TP.add_span_processor(_SWITCH)
+trace.set_tracer_provider(_GLOBAL_TP)
+
+
 @pytest.fixture
 def telemetry() -> Iterator[Telemetry]:
     spans = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(spans))
+    _SWITCH.target = SimpleSpanProcessor(spans)
     reader = InMemoryMetricReader()
     mp = MeterProvider(metric_readers=[reader])
-    yield Telemetry(spans, reader, tp, mp)
-    tp.shutdown()
+    yield Telemetry(spans, reader, _GLOBAL_TP, mp)
+    _SWITCH.target = None
     mp.shutdown()
 
 
