@@ -1,0 +1,584 @@
+"""``adk-task-telemetry``: watch tool-task lifecycles and audit an ADK install.
+
+``demo`` and ``audit`` run the scenario library through the real ADK Runner with
+the plugin on an in-memory OpenTelemetry SDK (no collector, no key, no network)
+and read what they draw or judge back from that SDK's span exporter and metric
+reader: the same data a user's backend would get, not the plugin's own state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import platform
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
+from typing import Any, TextIO
+
+from . import _render as render
+from . import adk_compat
+from . import semconv as sc
+from .version import __version__
+
+PROG = "adk-task-telemetry"
+SCHEMA = "adk-task-telemetry/audit/v1"
+SEED_SCENARIO = "seed_bug"
+#: Generous: the whole corpus takes about two seconds.
+SCENARIO_TIMEOUT_S = 60.0
+
+EXIT_OK = 0
+EXIT_ORPHANED = 1
+EXIT_USAGE = 2
+EXIT_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A command line we cannot act on: exit code 2."""
+
+
+# --- running scenarios ---------------------------------------------------------
+
+
+def _scenarios() -> dict[str, Any]:
+    from .scenarios import SCENARIOS
+
+    return SCENARIOS
+
+
+def _select(names: Sequence[str] | None) -> list[str]:
+    """The scenarios to run: the named ones in the order given, or all with the
+    seed bug first (it is the one the project exists for)."""
+    known = _scenarios()
+    if not names:
+        return sorted(known, key=lambda n: n != SEED_SCENARIO)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def _metric_totals(reader: Any) -> tuple[int, dict[str, int], int, int]:
+    """(started, ended per outcome, orphaned, orphans alive) from one collection."""
+    started = orphaned = alive = 0
+    ended = dict.fromkeys(render.ENDED_OUTCOMES, 0)
+    data = reader.get_metrics_data()
+    for rm in getattr(data, "resource_metrics", None) or ():
+        for sm in rm.scope_metrics:
+            if sm.scope.name != sc.SCOPE_NAME:
+                continue
+            for m in sm.metrics:
+                for dp in m.data.data_points:
+                    if m.name == sc.METRIC_STARTED:
+                        started += int(dp.value)
+                    elif m.name == sc.METRIC_ORPHANED:
+                        orphaned += int(dp.value)
+                    elif m.name == sc.METRIC_ORPHANS_ALIVE:
+                        alive += int(dp.value)
+                    elif m.name == sc.METRIC_DURATION:
+                        outcome = str((dp.attributes or {}).get(sc.ADK_TOOL_TASK_OUTCOME, ""))
+                        ended[outcome] = ended.get(outcome, 0) + int(dp.count)
+    return started, ended, orphaned, alive
+
+
+def _tasks_from_spans(spans: Sequence[Any], pending: set[str],
+                      probed: set[str]) -> list[render.Task]:
+    """The ``tool_task`` spans of one run, with their ``orphaned_task`` events."""
+    tasks = []
+    for s in spans:
+        if not s.name.startswith(sc.SPAN_NAME_PREFIX):
+            continue
+        a = s.attributes or {}
+        call_id = str(a.get(sc.GEN_AI_TOOL_CALL_ID, ""))
+        task = render.Task(
+            call_id=call_id,
+            tool=str(a.get(sc.GEN_AI_TOOL_NAME, s.name[len(sc.SPAN_NAME_PREFIX):])),
+            kind=str(a.get(sc.ADK_TOOL_TASK_KIND, "")),
+            outcome=str(a.get(sc.ADK_TOOL_TASK_OUTCOME, "")),
+            start_ns=int(s.start_time or 0),
+            end_ns=int(s.end_time or s.start_time or 0),
+            invocation_id=str(a.get(sc.ADK_INVOCATION_ID, "")),
+            error_type=str(a[sc.ERROR_TYPE]) if sc.ERROR_TYPE in a else None,
+        )
+        for e in s.events:
+            ea = e.attributes or {}
+            if e.name == "exception" and task.error_type is None:
+                task.error_type = str(ea.get("exception.type", "")) or None
+            elif e.name == sc.EVENT_CANCELLED:
+                cause = ea.get(sc.ADK_TOOL_TASK_CANCEL_CAUSE)
+                task.cancel_cause = str(cause) if cause else None
+            elif e.name == sc.EVENT_ORPHANED_TASK:
+                age = ea.get(sc.ADK_TOOL_TASK_AGE, 0.0)
+                task.orphan = render.Orphan(
+                    trigger=str(ea.get(sc.ADK_RUN_END_TRIGGER, "")),
+                    age_s=float(age) if isinstance(age, (int, float)) else 0.0,
+                    at_ns=int(e.timestamp),
+                    stacktrace=str(ea.get(sc.CODE_STACKTRACE, "")),
+                    still_running=(call_id in pending) if call_id in probed else None,
+                )
+        tasks.append(task)
+    return tasks
+
+
+async def _run_one(name: str, extra_plugins: Sequence[Any]) -> render.Result:
+    """One scenario on a fresh in-memory SDK; leftovers (real orphans) are
+    cancelled only after the SDK was read, so the drawing shows them alive."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from .plugin import TaskTelemetryPlugin
+    from .scenarios import run_scenario
+
+    scenario = _scenarios()[name]
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    result = render.Result(name, scenario.summary, scenario.mode, 0.0)
+    t0 = time.perf_counter()
+    run = None
+    try:
+        run = await asyncio.wait_for(run_scenario(name, [plugin, *extra_plugins]),
+                                     SCENARIO_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        result.failure = f"did not finish within {SCENARIO_TIMEOUT_S:.0f} s"
+    except Exception as e:  # report it, run the rest
+        result.failure = f"{type(e).__name__}: {e}"
+    result.wall_s = time.perf_counter() - t0
+    try:
+        probed = set(run.probe.tasks) if run is not None else set()
+        pending = set(run.probe.pending()) if run is not None else set()
+        result.started, result.ended, result.orphaned, result.orphans_alive = (
+            _metric_totals(reader))
+        result.tasks = _tasks_from_spans(exporter.get_finished_spans(), pending, probed)
+        result.plugin_errors = plugin.internal_errors
+    finally:
+        if run is not None:
+            await run.probe.cleanup()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    return result
+
+
+ProgressFn = Callable[[int, int, str, "render.Result | None"], None]
+
+
+async def _run_all(names: Sequence[str], extra_plugins: Sequence[Any],
+                   progress: ProgressFn,
+                   on_result: Callable[[render.Result], None] | None = None,
+                   ) -> list[render.Result]:
+    results = []
+    for i, name in enumerate(names, start=1):
+        progress(i, len(names), name, None)
+        result = await _run_one(name, extra_plugins)
+        progress(i, len(names), name, result)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def _quiet_libraries(verbose: bool) -> None:
+    """ADK logs every scripted error and warns about experimental features; the
+    plugin logs each orphan. The CLI draws all of that itself, so keep stderr for
+    progress unless --verbose."""
+    if verbose:
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+        return
+    logging.getLogger().addHandler(logging.NullHandler())
+    for name in ("google_adk", "google", sc.LOGGER_NAME, "opentelemetry", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    warnings.filterwarnings("ignore", module=r"google\..*")
+    warnings.filterwarnings("ignore", category=UserWarning, message=r".*EXPERIMENTAL.*")
+
+
+class _Progress:
+    """Scenario progress on stderr, so stdout stays the drawing or the JSON."""
+
+    def __init__(self, stream: TextIO, quiet: bool, style: render.Style) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.style = style
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=self.stream, flush=True)
+
+    def __call__(self, i: int, n: int, name: str, result: render.Result | None) -> None:
+        if self.quiet:
+            return
+        counter = f"[{i:>{len(str(n))}}/{n}]"
+        if result is None:
+            if self.stream.isatty():
+                print(f"{counter} {name} ...", end="\r", file=self.stream, flush=True)
+            return
+        what = f"{result.started} task{'s' if result.started != 1 else ''}"
+        if result.orphaned:
+            what += ", " + self.style.paint(sc.Outcome.ORPHANED, f"{result.orphaned} orphaned")
+        if result.failure:
+            what += ", " + self.style.paint("failed", "failed: " + result.failure)
+        print(f"{counter} {name:<22} {what}  ({result.wall_s:.2f} s)",
+              file=self.stream, flush=True)
+
+
+# --- OTLP export ---------------------------------------------------------------
+
+
+class _Export:
+    """--otlp: a second plugin on providers from configure_telemetry()."""
+
+    def __init__(self, endpoint: str, protocol: str | None) -> None:
+        try:
+            setup = importlib.import_module("adk_task_telemetry.setup")
+            configure = setup.configure_telemetry
+        except (ImportError, AttributeError) as e:
+            raise UsageError(
+                "--otlp needs adk_task_telemetry.setup.configure_telemetry and the "
+                f"'export' extra (pip install 'adk-task-telemetry[export]'): {e}") from e
+        from .plugin import TaskTelemetryPlugin
+
+        self.endpoint = endpoint
+        self.handle = configure("adk-task-telemetry-demo", endpoint=endpoint,
+                                protocol=protocol)
+        # Without providers on the handle, the plugin uses the global ones, which
+        # configure_telemetry() installs.
+        self.plugin = TaskTelemetryPlugin(
+            name="adk_task_telemetry_otlp",
+            tracer_provider=getattr(self.handle, "tracer_provider", None),
+            meter_provider=getattr(self.handle, "meter_provider", None))
+
+    def close(self) -> None:
+        for step in ("force_flush", "shutdown"):
+            fn = getattr(self.handle, step, None)
+            if callable(fn):
+                fn()
+
+
+# --- commands ------------------------------------------------------------------
+
+
+def _width() -> int:
+    return max(60, min(160, shutil.get_terminal_size((100, 24)).columns))
+
+
+def _legend(style: render.Style) -> str:
+    parts = [style.paint(o, o if o != sc.Outcome.ORPHANED else "ORPHANED")
+             for o in (*render.ENDED_OUTCOMES, sc.Outcome.ORPHANED)]
+    return ("  bars: " + "  ".join(parts) + f"   {style.still * 3}{style.arrow} still running "
+            "after its run ended")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    names = _select(args.scenario)
+    out = sys.stdout
+    style = render.Style.for_stream(out, args.color)
+    progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
+    export = _Export(args.otlp, args.otlp_protocol) if args.otlp else None
+    width = _width()
+    progress.say(f"{PROG} demo: {len(names)} scenario{'s' if len(names) != 1 else ''} on "
+                 f"google-adk {adk_compat.ADK_VERSION_STRING}, in-memory OpenTelemetry SDK"
+                 + (f", also exporting to {args.otlp}" if export else ""))
+
+    def draw(result: render.Result) -> None:
+        print(render.timeline(result, style, width), file=out)
+        print(file=out, flush=True)
+
+    try:
+        results = asyncio.run(_run_all(
+            names, [export.plugin] if export else [], progress, draw))
+    finally:
+        if export is not None:
+            export.close()
+            progress.say(f"exported spans, metrics and logs to {args.otlp}")
+    print(style.paint("bold", "Summary") + style.paint(
+        "dim", f"  google-adk {adk_compat.ADK_VERSION_STRING}"), file=out)
+    print(render.summary_table(results, style), file=out)
+    print(_legend(style), file=out)
+    orphans = sum(r.orphaned for r in results)
+    if orphans:
+        msg = (f"{orphans} tool task{' outlived its' if orphans == 1 else 's outlived their'}"
+               " run")
+        if not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY:
+            msg += (f": google-adk {adk_compat.ADK_VERSION_STRING} has ADK issue 7058, "
+                    "fixed in 2.13.0")
+        print("\n" + style.paint(sc.Outcome.ORPHANED, msg), file=out)
+    else:
+        print("\n" + style.paint("clean", "no orphaned tool tasks"), file=out)
+    return EXIT_FAILED if any(r.verdict == "failed" for r in results) else EXIT_OK
+
+
+def _exit_code(results: Sequence[render.Result]) -> int:
+    if any(r.orphaned for r in results):
+        return EXIT_ORPHANED
+    if any(r.verdict == "failed" for r in results):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _versions() -> dict[str, str]:
+    def v(dist: str) -> str:
+        try:
+            return dist_version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "adk-task-telemetry": __version__,
+        "google-adk": adk_compat.ADK_VERSION_STRING,
+        "opentelemetry-api": v("opentelemetry-api"),
+        "opentelemetry-sdk": v("opentelemetry-sdk"),
+        "python": platform.python_version(),
+    }
+
+
+def audit_document(results: Sequence[render.Result]) -> dict[str, Any]:
+    """The ``audit --json`` document (schema in docs/cli.md)."""
+    code = _exit_code(results)
+    verdict = {EXIT_OK: "clean", EXIT_ORPHANED: "orphaned"}.get(code, "failed")
+    scenarios = []
+    for r in results:
+        scenarios.append({
+            "name": r.name,
+            "summary": r.summary,
+            "mode": r.mode,
+            "verdict": r.verdict,
+            "started": r.started,
+            "ended": {o: r.ended.get(o, 0) for o in render.ENDED_OUTCOMES},
+            "orphaned": r.orphaned,
+            "orphans_alive": r.orphans_alive,
+            "unaccounted": r.unaccounted,
+            "duration_s": round(r.wall_s, 4),
+            "failure": r.failure,
+            "plugin_internal_errors": r.plugin_errors,
+            "orphans": [_orphan_json(t) for t in r.tasks if t.orphan is not None],
+            "tasks": [_task_json(t) for t in sorted(r.tasks, key=lambda t: t.start_ns)],
+        })
+    return {
+        "schema": SCHEMA,
+        "versions": _versions(),
+        "verdict": verdict,
+        "exit_code": code,
+        "totals": {
+            "scenarios": len(results),
+            "scenarios_orphaned": sum(r.verdict == "orphaned" for r in results),
+            "scenarios_failed": sum(r.verdict == "failed" for r in results),
+            "started": sum(r.started for r in results),
+            "ended": {o: sum(r.ended.get(o, 0) for r in results)
+                      for o in render.ENDED_OUTCOMES},
+            "orphaned": sum(r.orphaned for r in results),
+        },
+        "scenarios": scenarios,
+    }
+
+
+def _task_json(t: render.Task) -> dict[str, Any]:
+    return {"call_id": t.call_id, "tool": t.tool, "kind": t.kind, "outcome": t.outcome,
+            "start_unix_nano": t.start_ns, "end_unix_nano": t.end_ns,
+            "duration_s": round((t.end_ns - t.start_ns) / 1e9, 6),
+            "error_type": t.error_type, "cancel_cause": t.cancel_cause}
+
+
+def _orphan_json(t: render.Task) -> dict[str, Any]:
+    assert t.orphan is not None
+    frame = t.orphan.stuck_at
+    return {"call_id": t.call_id, "tool": t.tool, "kind": t.kind,
+            "invocation_id": t.invocation_id, "end_trigger": t.orphan.trigger,
+            "age_s": t.orphan.age_s, "still_running": t.orphan.still_running,
+            "stuck_at": None if frame is None else {
+                "file": frame.file, "line": frame.line, "function": frame.func,
+                "code": frame.code},
+            "stacktrace": t.orphan.stacktrace}
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    names = _select(args.scenario)
+    out = sys.stdout
+    style = render.Style.for_stream(out, args.color)
+    progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
+    progress.say(f"{PROG} audit: {len(names)} scenario{'s' if len(names) != 1 else ''} "
+                 f"against google-adk {adk_compat.ADK_VERSION_STRING}")
+    results = asyncio.run(_run_all(names, [], progress))
+    code = _exit_code(results)
+    if args.json:
+        json.dump(audit_document(results), out, indent=2)
+        out.write("\n")
+        return code
+    print(render.summary_table(results, style), file=out)
+    lines = render.orphan_lines(results, style)
+    for r in results:
+        if r.verdict == "failed":
+            why = r.failure or f"{r.unaccounted} task(s) started but never ended"
+            lines.append(f"  {style.paint('failed', 'failed')} {r.name}: {why}")
+    if lines:
+        print(file=out)
+        print("\n".join(lines), file=out)
+    orphans = sum(r.orphaned for r in results)
+    n_orph = sum(r.verdict == "orphaned" for r in results)
+    adk = f"google-adk {adk_compat.ADK_VERSION_STRING}"
+    if code == EXIT_ORPHANED:
+        verdict = style.paint(
+            sc.Outcome.ORPHANED,
+            f"FAIL: {orphans} orphaned tool task{'s' if orphans != 1 else ''} in {n_orph} of "
+            f"{len(results)} scenarios on {adk}")
+    elif code == EXIT_FAILED:
+        verdict = style.paint("failed", f"ERROR: the audit could not complete on {adk}")
+    else:
+        verdict = style.paint("clean", f"PASS: no orphaned tool tasks in {len(results)} "
+                                       f"scenarios on {adk}")
+    print(f"\n{verdict}", file=out)
+    return code
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    versions = _versions()
+    if args.json:
+        doc = {**versions, "adk_issue_7058": "fixed"
+               if adk_compat.HAS_BACKGROUND_TOOL_REGISTRY else "present"}
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    width = max(len(k) for k in versions)
+    for k, val in versions.items():
+        extra = ""
+        if k == "google-adk":
+            extra = ("  (ADK issue 7058 fixed)" if adk_compat.HAS_BACKGROUND_TOOL_REGISTRY
+                     else "  (has ADK issue 7058: leaks streaming tool tasks)")
+        elif k == "python":
+            extra = f"  ({platform.python_implementation()}, {sys.platform})"
+        print(f"{k:<{width}}  {val}{extra}")
+    return EXIT_OK
+
+
+# --- argument parsing ------------------------------------------------------------
+
+_EXIT_CODES = """\
+exit codes:
+  0  no tool task was orphaned (demo: the demo ran)
+  1  at least one tool task was orphaned (audit only)
+  2  usage error (unknown command, option or scenario; --otlp without export support)
+  3  a scenario could not run, or a task was started and never accounted for
+  130  interrupted (Ctrl-C)"""
+
+_ENV = """\
+environment:
+  NO_COLOR   set to any non-empty value: never colour (wins over --color)
+  COLUMNS    width of the timeline (default: the terminal's, else 100)"""
+
+
+def _scenario_list() -> str:
+    return "scenarios:\n" + "\n".join(
+        f"  {name:<22}{s.summary}" for name, s in _scenarios().items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog=PROG, formatter_class=fmt,
+        description="Watch ADK tool-task lifecycles and audit a google-adk install for "
+                    "tool tasks that outlive their run. Runs scripted agents through the "
+                    "real ADK Runner with TaskTelemetryPlugin on an in-memory OpenTelemetry "
+                    "SDK: no collector, no API key, no network.",
+        epilog=f"examples:\n  {PROG} demo\n  {PROG} audit --json > audit.json\n"
+               f"  {PROG} version\n\n{_EXIT_CODES}\n\n{_ENV}")
+    parser.add_argument("--version", action="version",
+                        version=f"{PROG} {__version__} (google-adk "
+                                f"{adk_compat.ADK_VERSION_STRING})")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,audit,version}")
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-s", "--scenario", action="append", metavar="NAME",
+                        help="run only this scenario (repeatable; default: all, seed_bug "
+                             "first)")
+    common.add_argument("--color", "--colour", choices=("auto", "always", "never"),
+                        default="auto",
+                        help="colour: auto (only on a terminal), always, never; NO_COLOR "
+                             "wins (default: auto)")
+    common.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress lines on stderr")
+    common.add_argument("-v", "--verbose", action="store_true",
+                        help="let ADK's and the plugin's own log records through to stderr")
+
+    demo = sub.add_parser(
+        "demo", parents=[common], formatter_class=fmt,
+        help="run the scenarios and draw each run's tool tasks as a timeline",
+        description="Run the scenarios (seed_bug first) and draw, per run, one bar per tool "
+                    "task from its creation to its end, coloured by outcome; orphans are "
+                    "marked with their tool, call id and the line they are stuck on. Ends "
+                    "with a summary table. Colours: green ok, cyan recovered, red error, "
+                    "yellow cancelled, bold magenta ORPHANED.",
+        epilog=f"examples:\n  {PROG} demo\n  {PROG} demo --scenario seed_bug\n"
+               f"  NO_COLOR=1 {PROG} demo -s seed_bug -s parallel_one_fails\n"
+               f"  {PROG} demo --otlp http://localhost:4317    # also to Jaeger/Grafana\n\n"
+               f"{_scenario_list()}\n\n{_EXIT_CODES}\n\n{_ENV}")
+    demo.add_argument("--otlp", metavar="ENDPOINT",
+                      help="also export the runs via OTLP (configure_telemetry) to ENDPOINT")
+    demo.add_argument("--otlp-protocol", choices=("grpc", "http/protobuf"), default=None,
+                      help="OTLP protocol for --otlp (default: configure_telemetry's choice)")
+    demo.set_defaults(func=cmd_demo)
+
+    audit = sub.add_parser(
+        "audit", parents=[common], formatter_class=fmt,
+        help="run the lifecycle corpus against the installed google-adk; exit 1 on orphans",
+        description="Run the lifecycle corpus against the installed google-adk and report, "
+                    "per scenario, tool tasks started, ended by outcome, orphaned, and a "
+                    "verdict. Exit 1 when any task was orphaned: put it in CI before "
+                    "upgrading ADK.",
+        epilog=f"examples:\n  {PROG} audit\n  {PROG} audit --json | jq .verdict\n"
+               f"  {PROG} audit -q --scenario seed_bug && echo 'no leaks'\n\n"
+               f"{_scenario_list()}\n\n{_EXIT_CODES}\n\n{_ENV}\n\n"
+               "The --json document is described in docs/cli.md (schema "
+               f"{SCHEMA!r}).")
+    audit.add_argument("--json", action="store_true",
+                       help="print one JSON document on stdout instead of the table")
+    audit.set_defaults(func=cmd_audit)
+
+    version = sub.add_parser(
+        "version", formatter_class=fmt,
+        help="print package, google-adk, OpenTelemetry and Python versions",
+        description="Print the versions of adk-task-telemetry, google-adk, the OpenTelemetry "
+                    "API and SDK, and Python, and whether this google-adk has ADK issue 7058.",
+        epilog=f"examples:\n  {PROG} version\n  {PROG} version --json")
+    version.add_argument("--json", action="store_true", help="print a JSON object")
+    version.set_defaults(func=cmd_version)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``adk-task-telemetry`` command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on a usage error
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    _quiet_libraries(getattr(args, "verbose", False))
+    try:
+        return int(args.func(args))
+    except UsageError as e:
+        parser.exit(EXIT_USAGE, f"{PROG}: error: {e}\n")
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `adk-task-telemetry demo | head`: the reader left; say nothing more.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
