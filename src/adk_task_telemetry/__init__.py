@@ -7,6 +7,8 @@ when their run ends are reported as ``orphaned_task``.
 
 from .ledger import OpenTask
 from .plugin import TaskTelemetryPlugin
+from .setup import TelemetryHandle, configure_telemetry
 from .version import __version__
 
-__all__ = ["OpenTask", "TaskTelemetryPlugin", "__version__"]
+__all__ = ["OpenTask", "TaskTelemetryPlugin", "TelemetryHandle", "__version__",
+           "configure_telemetry"]
