@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -468,10 +469,10 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 _EXIT_CODES = """\
 exit codes:
-  0  no tool task was orphaned (demo: the demo ran)
-  1  at least one tool task was orphaned (audit only)
-  2  usage error (unknown command, option or scenario; --otlp without export support)
-  3  a scenario could not run, or a task was started and never accounted for
+  0    audit: no tool task was orphaned; demo and version: they ran
+  1    audit: at least one tool task was orphaned
+  2    usage error (unknown command, option or scenario; --otlp without export support)
+  3    a scenario could not run, or a task started and was never accounted for
   130  interrupted (Ctrl-C)"""
 
 _ENV = """\
@@ -485,14 +486,20 @@ def _scenario_list() -> str:
         f"  {name:<22}{s.summary}" for name, s in _scenarios().items())
 
 
+def _wrap(text: str) -> str:
+    width = min(88, shutil.get_terminal_size((88, 24)).columns - 2)
+    return textwrap.fill(text, max(40, width))
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog=PROG, formatter_class=fmt,
-        description="Watch ADK tool-task lifecycles and audit a google-adk install for "
-                    "tool tasks that outlive their run. Runs scripted agents through the "
-                    "real ADK Runner with TaskTelemetryPlugin on an in-memory OpenTelemetry "
-                    "SDK: no collector, no API key, no network.",
+        description=_wrap(
+            "Watch ADK tool-task lifecycles and audit a google-adk install for tool tasks "
+            "that outlive their run. Runs scripted agents through the real ADK Runner with "
+            "TaskTelemetryPlugin on an in-memory OpenTelemetry SDK: no collector, no API "
+            "key, no network."),
         epilog=f"examples:\n  {PROG} demo\n  {PROG} audit --json > audit.json\n"
                f"  {PROG} version\n\n{_EXIT_CODES}\n\n{_ENV}")
     parser.add_argument("--version", action="version",
@@ -516,11 +523,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", parents=[common], formatter_class=fmt,
         help="run the scenarios and draw each run's tool tasks as a timeline",
-        description="Run the scenarios (seed_bug first) and draw, per run, one bar per tool "
-                    "task from its creation to its end, coloured by outcome; orphans are "
-                    "marked with their tool, call id and the line they are stuck on. Ends "
-                    "with a summary table. Colours: green ok, cyan recovered, red error, "
-                    "yellow cancelled, bold magenta ORPHANED.",
+        description=_wrap(
+            "Run the scenarios (seed_bug first) and draw, per run, one bar per tool task "
+            "from its creation to its end, coloured by outcome; orphans are marked with "
+            "their tool, call id and the line they are stuck on. Ends with a summary "
+            "table. Colours: green ok, cyan recovered, red error, yellow cancelled, bold "
+            "magenta ORPHANED. Exits 0 when it could run, orphans or not: gate on "
+            "'audit'."),
         epilog=f"examples:\n  {PROG} demo\n  {PROG} demo --scenario seed_bug\n"
                f"  NO_COLOR=1 {PROG} demo -s seed_bug -s parallel_one_fails\n"
                f"  {PROG} demo --otlp http://localhost:4317    # also to Jaeger/Grafana\n\n"
@@ -534,10 +543,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser(
         "audit", parents=[common], formatter_class=fmt,
         help="run the lifecycle corpus against the installed google-adk; exit 1 on orphans",
-        description="Run the lifecycle corpus against the installed google-adk and report, "
-                    "per scenario, tool tasks started, ended by outcome, orphaned, and a "
-                    "verdict. Exit 1 when any task was orphaned: put it in CI before "
-                    "upgrading ADK.",
+        description=_wrap(
+            "Run the lifecycle corpus against the installed google-adk and report, per "
+            "scenario, tool tasks started, ended by outcome, orphaned, and a verdict. "
+            "Exit 1 when any task was orphaned: put it in CI before upgrading ADK."),
         epilog=f"examples:\n  {PROG} audit\n  {PROG} audit --json | jq .verdict\n"
                f"  {PROG} audit -q --scenario seed_bug && echo 'no leaks'\n\n"
                f"{_scenario_list()}\n\n{_EXIT_CODES}\n\n{_ENV}\n\n"
@@ -550,8 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     version = sub.add_parser(
         "version", formatter_class=fmt,
         help="print package, google-adk, OpenTelemetry and Python versions",
-        description="Print the versions of adk-task-telemetry, google-adk, the OpenTelemetry "
-                    "API and SDK, and Python, and whether this google-adk has ADK issue 7058.",
+        description=_wrap(
+            "Print the versions of adk-task-telemetry, google-adk, the OpenTelemetry API "
+            "and SDK, and Python, and whether this google-adk has ADK issue 7058."),
         epilog=f"examples:\n  {PROG} version\n  {PROG} version --json")
     version.add_argument("--json", action="store_true", help="print a JSON object")
     version.set_defaults(func=cmd_version)
@@ -560,6 +570,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adk-task-telemetry`` command; returns the exit code."""
+    for stream in (sys.stdout, sys.stderr):
+        # A stack line or a tool name the terminal cannot encode must not crash us.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            reconfigure(errors="replace")
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on a usage error
     if args.command is None:
