@@ -21,7 +21,8 @@ _SEP = os.sep
 
 def _parse(v: str) -> tuple[int, int, int]:
     parts = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in v.split(".")[:3]]
-    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+    major, minor, micro = [*parts, 0, 0, 0][:3]
+    return major, minor, micro
 
 
 try:
@@ -154,5 +155,5 @@ def _install_live_teardown_hook() -> None:
                     logger.debug("live teardown listener failed", exc_info=True)
 
     _stop_background_tool_tasks.__wrapped__ = original  # type: ignore[attr-defined]
-    BaseLlmFlow._stop_background_tool_tasks = _stop_background_tool_tasks  # type: ignore[method-assign]
+    BaseLlmFlow._stop_background_tool_tasks = _stop_background_tool_tasks  # type: ignore[attr-defined,method-assign]
     _teardown_hook_installed = True

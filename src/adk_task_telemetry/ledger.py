@@ -9,6 +9,7 @@ ends. Nothing is kept for a run once its sweep is done and its tasks have ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -47,9 +48,23 @@ class OpenTask:
 
 class TaskRecord:
     __slots__ = (
-        "run", "call_id", "tool_name", "kind", "span", "start", "task", "attrs",
-        "error", "after_seen", "cancel_cause", "state", "orphaned_at", "bound_to_callbacks",
-        "invocation_id", "cb",
+        "after_seen",
+        "attrs",
+        "bound_to_callbacks",
+        "call_id",
+        "cancel_cause",
+        "cb",
+        "error",
+        "holder",
+        "invocation_id",
+        "kind",
+        "orphaned_at",
+        "run",
+        "span",
+        "start",
+        "state",
+        "task",
+        "tool_name",
     )
 
     def __init__(
@@ -59,6 +74,9 @@ class TaskRecord:
         self.run = run
         self.invocation_id = run.invocation_id
         self.cb: Any = None
+        # What the plugin's context variable holds: emptied when the record ends,
+        # so a finished asyncio task that ADK keeps around does not keep it.
+        self.holder: list[TaskRecord | None] = [self]
         self.call_id = call_id
         self.tool_name = tool_name
         self.kind = kind
@@ -78,8 +96,16 @@ class TaskRecord:
 
 class RunRecord:
     __slots__ = (
-        "invocation_id", "app_name", "span", "task", "tasks", "watching", "sibling_failed",
-        "finalizer", "cb", "task_is_run",
+        "app_name",
+        "cb",
+        "finalizer",
+        "invocation_id",
+        "sibling_failed",
+        "span",
+        "task",
+        "task_is_run",
+        "tasks",
+        "watching",
     )
 
     def __init__(self, invocation_id: str, app_name: str) -> None:
@@ -318,6 +344,7 @@ class Ledger:
                 break
         record.task = None
         record.cb = None
+        record.holder[0] = None
         if not run.tasks:
             self._unwatch(run)
 
@@ -367,8 +394,8 @@ class Ledger:
                 orphans += 1
         return orphans
 
-    def sweep_all(self, trigger: str, *, skip: set[str] | None = None) -> int:
-        return sum(self.sweep(inv, trigger) for inv in list(self._runs) if not skip or inv not in skip)
+    def sweep_all(self, trigger: str) -> int:
+        return sum(self.sweep(inv, trigger) for inv in list(self._runs))
 
     def _orphan(self, record: TaskRecord, trigger: str) -> None:
         run = record.run
@@ -424,6 +451,8 @@ class Ledger:
             {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
             context=trace.set_span_in_context(record.span))
         record.task = None
+        record.cb = None
+        record.holder[0] = None
 
     # --- views ------------------------------------------------------------------
 
@@ -456,10 +485,8 @@ _STEP_KINDS = frozenset({sc.Kind.CALL, sc.Kind.LONG_RUNNING})
 def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:
     ledger = ledger_ref()
     if ledger is not None:
-        try:
+        with contextlib.suppress(Exception):  # runs from the garbage collector
             ledger._drop_if_idle(invocation_id)
-        except Exception:  # pragma: no cover - runs from the garbage collector
-            pass
 
 
 def _error_type(error: BaseException) -> str:

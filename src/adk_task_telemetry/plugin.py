@@ -24,8 +24,13 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 # The record of the tool call whose task is running. before/after/error callbacks
 # of one call run in that call's task, so they all see the same value; it also
 # tells close() when a nested AgentTool runner closes from inside a tool task.
-_current: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
+_current: contextvars.ContextVar[list[TaskRecord | None] | None] = contextvars.ContextVar(
     "adk_task_telemetry_record", default=None)
+
+
+def _current_record() -> TaskRecord | None:
+    holder = _current.get()
+    return holder[0] if holder else None
 
 
 class TaskTelemetryPlugin(BasePlugin):
@@ -80,7 +85,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def close(self) -> None:
         try:
-            if _current.get() is not None:
+            if _current_record() is not None:
                 # A nested AgentTool runner closing inside a tool task (ADK 1.x):
                 # the runs of this plugin are still in progress.
                 return
@@ -117,7 +122,7 @@ class TaskTelemetryPlugin(BasePlugin):
                 compat.session_id_of(ctx),
                 kind,
             )
-            _current.set(record)
+            _current.set(record.holder)
             task = _current_task()
             # A call that runs in the run's own task has no task of its own: its
             # callbacks mark its end.
@@ -130,7 +135,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
     ) -> None:
         try:
-            record = _current.get()
+            record = _current_record()
             if record is not None and record.call_id == str(tool_context.function_call_id or ""):
                 record.after_seen = True
                 if record.kind == sc.Kind.STREAMING:
@@ -150,7 +155,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
     ) -> None:
         try:
-            record = _current.get()
+            record = _current_record()
             # From 2.13 on ADK also reports a cancellation here: the task's own end
             # says that better, so only real errors are kept.
             if (record is not None and isinstance(error, Exception)

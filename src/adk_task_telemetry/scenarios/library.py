@@ -16,7 +16,7 @@ from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.agents.live_request_queue import LiveRequestQueue
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
 from google.adk.apps import App
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
@@ -124,7 +124,8 @@ class Harness:
         runner = self.runner(agent)
         sid = await self._session(runner)
         queue = LiveRequestQueue()
-        config = RunConfig(streaming_mode=StreamingMode.BIDI, response_modalities=["TEXT"])
+        config = RunConfig(streaming_mode=StreamingMode.BIDI,
+                           response_modalities=[types.Modality.TEXT])
         agen = runner.run_live(
             user_id=USER_ID, session_id=sid, live_request_queue=queue, run_config=config)
         try:
@@ -223,7 +224,7 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
 
 def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
            **kw: Any) -> LlmAgent:
-    return LlmAgent(name=name, model=ScriptedLlm(turns), instruction="scripted",
+    return LlmAgent(name=name, model=ScriptedLlm(turns=turns), instruction="scripted",
                     tools=list(tools), **kw)
 
 
@@ -420,4 +421,37 @@ async def run_scenario(name: str, plugins: Sequence[BasePlugin],
     return run
 
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioRun", "Probe", "run_scenario", "text"]
+
+
+async def run_parallel_calls(plugins: Sequence[BasePlugin], *, runs: int, calls: int) -> int:
+    """``runs`` runs, one after another on one Runner, each with ``calls`` parallel calls.
+
+    The workload of the scale tests and the benchmarks. Returns the number of tool
+    bodies that ran.
+    """
+    counter = [0]
+
+    async def fetch(item: int) -> dict[str, int]:
+        """Fetches one item."""
+        counter[0] += 1
+        await asyncio.sleep(0)
+        return {"item": item}
+
+    turn = [call("fetch", f"call-{i}", item=i) for i in range(calls)]
+    model = ScriptedLlm(turns=[turn, [text("done")]], repeat=True)
+    agent = LlmAgent(name="worker", model=model, instruction="scripted", tools=[fetch])
+    app = App(name=APP_NAME, root_agent=agent, plugins=list(plugins))
+    runner = Runner(app=app, session_service=InMemorySessionService())
+    content = types.Content(role="user", parts=[types.Part(text="go")])
+    for _ in range(runs):
+        session = await runner.session_service.create_session(app_name=APP_NAME,
+                                                              user_id=USER_ID)
+        async with contextlib.aclosing(runner.run_async(
+                user_id=USER_ID, session_id=session.id, new_message=content)) as agen:
+            async for _event in agen:
+                pass
+    await runner.close()
+    return counter[0]
+
+
+__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "run_parallel_calls", "run_scenario"]

@@ -29,7 +29,8 @@ def _response(parts: Sequence[types.Part], **kw: Any) -> LlmResponse:
 
 
 class ScriptedLlm(BaseLlm):
-    """Replays ``turns`` one per model call; then answers "done".
+    """Replays ``turns`` one per model call; then answers "done" (or, with
+    ``repeat``, starts over: the same turns for every run).
 
     For live runs, ``say_live()`` queues a response on the live connection; the
     connection stays open, as a real one does, until it is closed.
@@ -38,18 +39,23 @@ class ScriptedLlm(BaseLlm):
     model: str = "scripted"
     _turns: list[list[types.Part]] = PrivateAttr(default_factory=list)
     _calls: int = PrivateAttr(default=0)
+    _repeat: bool = PrivateAttr(default=False)
     _live: asyncio.Queue[LlmResponse] | None = PrivateAttr(default=None)
     _received: list[types.Content] = PrivateAttr(default_factory=list)
 
-    def __init__(self, turns: Sequence[Sequence[types.Part]] = (), **kw: Any) -> None:
+    def __init__(self, turns: Sequence[Sequence[types.Part]] = (), *, repeat: bool = False,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self._turns = [list(t) for t in turns]
+        self._repeat = repeat
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         i = self._calls
         self._calls += 1
+        if self._repeat and self._turns:
+            i %= len(self._turns)
         parts = self._turns[i] if i < len(self._turns) else [text("done")]
         yield _response(parts)
 
