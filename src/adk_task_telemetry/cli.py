@@ -25,6 +25,8 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
 from typing import Any, TextIO
 
+from opentelemetry.sdk.trace import SpanProcessor as SpanProcessorBase
+
 from . import _render as render
 from . import adk_compat
 from . import semconv as sc
@@ -131,9 +133,24 @@ def _tasks_from_spans(spans: Sequence[Any], pending: set[str],
     return tasks
 
 
-async def _run_one(name: str, extra_plugins: Sequence[Any]) -> render.Result:
-    """One scenario on a fresh in-memory SDK; leftovers (real orphans) are
-    cancelled only after the SDK was read, so the drawing shows them alive."""
+def _span_totals(tasks: Sequence[render.Task]) -> tuple[int, dict[str, int], int, int]:
+    """The same totals as _metric_totals, from spans: for --otlp, where the metrics
+    go to the exporter's reader and not to ours."""
+    ended = dict.fromkeys(render.ENDED_OUTCOMES, 0)
+    orphaned = alive = 0
+    for t in tasks:
+        if t.orphan is not None or t.outcome == sc.Outcome.ORPHANED:
+            orphaned += 1
+            alive += bool(t.orphan is not None and t.orphan.still_running)
+        else:
+            ended[t.outcome] = ended.get(t.outcome, 0) + 1
+    return len(tasks), ended, orphaned, alive
+
+
+async def _run_one(name: str, export: _Export | None = None) -> render.Result:
+    """One scenario on a fresh in-memory SDK (or, with --otlp, on the exporting
+    one, teed into memory); leftovers (real orphans) are cancelled only after the
+    SDK was read, so the drawing shows them alive."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
@@ -145,17 +162,25 @@ async def _run_one(name: str, extra_plugins: Sequence[Any]) -> render.Result:
 
     scenario = _scenarios()[name]
     exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    owned: list[Any] = []  # providers to shut down after this scenario
+    reader: InMemoryMetricReader | None = None
+    if export is None:
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        reader = InMemoryMetricReader()
+        meter_provider = MeterProvider(metric_readers=[reader])
+        owned = [tracer_provider, meter_provider]
+        plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
+                                     meter_provider=meter_provider)
+    else:
+        export.tee.target = exporter
+        plugin = export.plugin
+    errors_before = plugin.internal_errors
     result = render.Result(name, scenario.summary, scenario.mode, 0.0)
     t0 = time.perf_counter()
     run = None
     try:
-        run = await asyncio.wait_for(run_scenario(name, [plugin, *extra_plugins]),
-                                     SCENARIO_TIMEOUT_S)
+        run = await asyncio.wait_for(run_scenario(name, [plugin]), SCENARIO_TIMEOUT_S)
     except asyncio.TimeoutError:
         result.failure = f"did not finish within {SCENARIO_TIMEOUT_S:.0f} s"
     except Exception as e:  # report it, run the rest
@@ -164,29 +189,30 @@ async def _run_one(name: str, extra_plugins: Sequence[Any]) -> render.Result:
     try:
         probed = set(run.probe.tasks) if run is not None else set()
         pending = set(run.probe.pending()) if run is not None else set()
-        result.started, result.ended, result.orphaned, result.orphans_alive = (
-            _metric_totals(reader))
         result.tasks = _tasks_from_spans(exporter.get_finished_spans(), pending, probed)
-        result.plugin_errors = plugin.internal_errors
+        result.started, result.ended, result.orphaned, result.orphans_alive = (
+            _metric_totals(reader) if reader is not None else _span_totals(result.tasks))
+        result.plugin_errors = plugin.internal_errors - errors_before
     finally:
         if run is not None:
             await run.probe.cleanup()
-        tracer_provider.shutdown()
-        meter_provider.shutdown()
+        if export is not None:
+            export.tee.target = None
+        for provider in owned:
+            provider.shutdown()
     return result
 
 
 ProgressFn = Callable[[int, int, str, "render.Result | None"], None]
 
 
-async def _run_all(names: Sequence[str], extra_plugins: Sequence[Any],
-                   progress: ProgressFn,
+async def _run_all(names: Sequence[str], progress: ProgressFn,
                    on_result: Callable[[render.Result], None] | None = None,
-                   ) -> list[render.Result]:
+                   export: _Export | None = None) -> list[render.Result]:
     results = []
     for i, name in enumerate(names, start=1):
         progress(i, len(names), name, None)
-        result = await _run_one(name, extra_plugins)
+        result = await _run_one(name, export)
         progress(i, len(names), name, result)
         results.append(result)
         if on_result is not None:
@@ -196,17 +222,31 @@ async def _run_all(names: Sequence[str], extra_plugins: Sequence[Any],
 
 def _quiet_libraries(verbose: bool) -> None:
     """ADK logs every scripted error and warns about experimental features; the
-    plugin logs each orphan. The CLI draws all of that itself, so keep stderr for
-    progress unless --verbose."""
+    plugin logs each orphan. The CLI draws all of that itself, so stderr stays for
+    progress unless --verbose. Only output is silenced: no logger's level of ours
+    changes, so configure_telemetry() still exports the orphan log records."""
     if verbose:
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
         return
-    logging.getLogger().addHandler(logging.NullHandler())
-    for name in ("google_adk", "google", sc.LOGGER_NAME, "opentelemetry", "asyncio"):
+    logging.getLogger().addHandler(logging.NullHandler())  # no "last resort" printing
+    for name in ("google_adk", "google"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     warnings.filterwarnings("ignore", module=r"google\..*")
     warnings.filterwarnings("ignore", category=UserWarning, message=r".*EXPERIMENTAL.*")
+
+
+class _Tee(SpanProcessorBase):
+    """Hands every ended span of the exporting provider to the in-memory exporter of
+    the scenario that runs now, so --otlp draws from the same SDK data it sends."""
+
+    def __init__(self) -> None:
+        self.target: Any = None
+
+    def on_end(self, span: Any) -> None:
+        target = self.target
+        if target is not None:
+            target.export([span])
 
 
 class _Progress:
@@ -242,7 +282,7 @@ class _Progress:
 
 
 class _Export:
-    """--otlp: a second plugin on providers from configure_telemetry()."""
+    """--otlp: the plugin on providers from configure_telemetry(), teed into memory."""
 
     def __init__(self, endpoint: str, protocol: str | None) -> None:
         try:
@@ -255,20 +295,37 @@ class _Export:
         from .plugin import TaskTelemetryPlugin
 
         self.endpoint = endpoint
-        self.handle = configure("adk-task-telemetry-demo", endpoint=endpoint,
-                                protocol=protocol)
-        # Without providers on the handle, the plugin uses the global ones, which
-        # configure_telemetry() installs.
+        try:
+            self.handle = configure("adk-task-telemetry-demo", endpoint=endpoint,
+                                    protocol=protocol)
+        except ValueError as e:  # a malformed endpoint or protocol
+            raise UsageError(f"--otlp: {e}") from e
+        # Export problems (collector down) are worth a line on stderr.
+        export_log = logging.getLogger(f"{sc.LOGGER_NAME}.export")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        export_log.addHandler(handler)
+        # One plugin, on the exporting providers, its spans teed into memory: what
+        # is drawn is what is sent, and each orphan is logged once.
+        from opentelemetry import trace
+
+        tracer_provider = self.handle.tracer_provider or trace.get_tracer_provider()
+        add = getattr(tracer_provider, "add_span_processor", None)
+        if not callable(add):
+            raise UsageError("--otlp: the installed tracer provider is not the OpenTelemetry "
+                             "SDK's; cannot draw what it exports")
+        self.tee = _Tee()
+        add(self.tee)
         self.plugin = TaskTelemetryPlugin(
-            name="adk_task_telemetry_otlp",
-            tracer_provider=getattr(self.handle, "tracer_provider", None),
+            tracer_provider=tracer_provider,
             meter_provider=getattr(self.handle, "meter_provider", None))
 
-    def close(self) -> None:
-        for step in ("force_flush", "shutdown"):
-            fn = getattr(self.handle, step, None)
-            if callable(fn):
-                fn()
+    def close(self) -> bool:
+        """Flushes and shuts the exporters down; True when everything was sent."""
+        ok = bool(self.handle.force_flush())
+        self.handle.shutdown()
+        return ok
 
 
 # --- commands ------------------------------------------------------------------
@@ -301,12 +358,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(file=out, flush=True)
 
     try:
-        results = asyncio.run(_run_all(
-            names, [export.plugin] if export else [], progress, draw))
+        results = asyncio.run(_run_all(names, progress, draw, export))
     finally:
         if export is not None:
-            export.close()
-            progress.say(f"exported spans, metrics and logs to {args.otlp}")
+            if export.close():
+                progress.say(f"exported spans, metrics and logs to {args.otlp}")
+            else:
+                progress.say(f"could not export everything to {args.otlp} (see above)")
     print(style.paint("bold", "Summary") + style.paint(
         "dim", f"  google-adk {adk_compat.ADK_VERSION_STRING}"), file=out)
     print(render.summary_table(results, style), file=out)
@@ -414,7 +472,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
     progress.say(f"{PROG} audit: {len(names)} scenario{'s' if len(names) != 1 else ''} "
                  f"against google-adk {adk_compat.ADK_VERSION_STRING}")
-    results = asyncio.run(_run_all(names, [], progress))
+    results = asyncio.run(_run_all(names, progress))
     code = _exit_code(results)
     if args.json:
         json.dump(audit_document(results), out, indent=2)
