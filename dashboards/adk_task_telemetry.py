@@ -1,0 +1,335 @@
+"""The adk-task-telemetry Grafana dashboard, as code (grafana-foundation-sdk, Grafana 11.6).
+
+    python dashboards/adk_task_telemetry.py           # writes dashboards/generated/*.json
+    python dashboards/adk_task_telemetry.py --check   # exits 1 when the JSON is stale
+
+Metric and label names follow ../shared/DESIGN.md ("Metrics"). Every query works
+whichever way the metrics reached Prometheus (the collector, Prometheus' OTLP
+receiver, a scrape of the agent's /metrics): each one aggregates by the contract's
+own labels and filters on ``job``, which all three paths set (the scrape job, or
+``service.name`` over OTLP); ``instance``, ``service_name`` and ``otel_scope_*``
+labels, present on some paths only, are never relied on.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+
+UID = "adk-task-telemetry"
+TITLE = "ADK tool tasks"
+OUTPUT = Path(__file__).resolve().parent / "generated" / f"{UID}.json"
+
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+# Contract names (DESIGN.md), as Prometheus spells them.
+STARTED = "adk_tool_task_started_total"
+ACTIVE = "adk_tool_task_active"
+DURATION = "adk_tool_task_duration_seconds"
+ORPHANED = "adk_tool_task_orphaned_total"
+ORPHANS_ALIVE = "adk_tool_task_orphans_alive"
+ORPHAN_LIFETIME = "adk_tool_task_orphan_lifetime_seconds"
+
+COUNT = DURATION + "_count"
+BUCKET = DURATION + "_bucket"
+
+FILTER = ('job=~"$job", adk_app_name=~"$app", gen_ai_agent_name=~"$agent", '
+          'gen_ai_tool_name=~"$tool"')
+
+
+def sel(metric: str, extra: str = "") -> str:
+    """``metric{<dashboard filter>[, extra]}``."""
+    return f"{metric}{{{FILTER}{', ' + extra if extra else ''}}}"
+
+
+def outcome(metric: str, value: str) -> str:
+    """``metric`` filtered to one outcome (or a regex of outcomes)."""
+    op = "=~" if "|" in value else "="
+    return sel(metric, f'adk_tool_task_outcome{op}"{value}"')
+
+
+def new_orphans(window: str, *, value_first: bool) -> str:
+    """Orphans in ``window``, including those a series held at its first sample.
+
+    ``increase()`` cannot see a counter whose first sample is already above zero;
+    for a series Prometheus did not have ``window`` ago, its value counts instead.
+    ``value_first`` puts that branch first (a total over the range: it must win
+    for new series); otherwise it only fills in where increase() has no value
+    yet (a graph: the first points of a new series).
+    """
+    inc = f"increase({sel(ORPHANED)}[{window}])"
+    new = f"({sel(ORPHANED)} unless {sel(ORPHANED)} offset {window})"
+    return f"{new} or {inc}" if value_first else f"{inc} or {new}"
+
+
+def query(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False,
+          exemplar: bool = False, fmt: str | None = None) -> prometheus.Dataquery:
+    q = prometheus.Dataquery().expr(expr).ref_id(ref).datasource(DS)
+    if legend:
+        q = q.legend_format(legend)
+    q = q.instant() if instant else q.range()
+    if exemplar:
+        q = q.exemplar(True)
+    if fmt == "table":
+        q = q.format("table")  # type: ignore[arg-type]
+    return q
+
+
+def stat_panel(title: str, description: str, expr: str, unit: str, *,
+               thresholds: list[tuple[float | None, str]] | None = None) -> stat.Panel:
+    steps = [dm.Threshold(value=v, color=c) for v, c in (thresholds or [(None, "green")])]
+    return (
+        stat.Panel().title(title).description(description).datasource(DS)
+        .with_target(query(expr, instant=True))
+        .unit(unit).height(4).span(4)
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .graph_mode(cm.BigValueGraphMode.NONE)
+        .color_mode(cm.BigValueColorMode.BACKGROUND if thresholds else cm.BigValueColorMode.VALUE)
+        .thresholds(db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(steps))
+    )
+
+
+def ts_panel(title: str, description: str, targets: list[prometheus.Dataquery], unit: str,
+             *, span: int = 12, bars: bool = False) -> timeseries.Panel:
+    p = (
+        timeseries.Panel().title(title).description(description).datasource(DS)
+        .targets(targets).unit(unit).height(8).span(span)
+        .legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
+                .placement(cm.LegendPlacement.BOTTOM).show_legend(True)
+                .calcs(["lastNotNull", "max"]))
+        .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI)
+                 .sort(cm.SortOrder.DESCENDING))
+    )
+    if bars:
+        p = p.draw_style(cm.GraphDrawStyle.BARS).fill_opacity(60)
+    return p
+
+
+def variables() -> list[Any]:
+    src = f"{STARTED}"
+    scoped = [
+        ("job", "Job", f"label_values({src}, job)",
+         "Prometheus job: the scrape job, or service.name when metrics came by OTLP."),
+        ("app", "App", f'label_values({src}{{job=~"$job"}}, adk_app_name)',
+         "ADK app name (adk.app.name)."),
+        ("agent", "Agent",
+         f'label_values({src}{{job=~"$job", adk_app_name=~"$app"}}, gen_ai_agent_name)',
+         "Agent that owns the tool (gen_ai.agent.name)."),
+        ("tool", "Tool",
+         f'label_values({src}{{job=~"$job", adk_app_name=~"$app", '
+         f'gen_ai_agent_name=~"$agent"}}, gen_ai_tool_name)',
+         "Tool name (gen_ai.tool.name)."),
+    ]
+    out: list[Any] = [
+        db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+        .description("Prometheus that holds the adk_tool_task_* metrics.")
+    ]
+    for name, label, q, desc in scoped:
+        out.append(
+            db.QueryVariable(name).label(label).description(desc).datasource(DS).query(q)
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).multi(True).include_all(True)
+            .all_value(".*").current(dm.VariableOption(text="All", value="$__all",
+                                                       selected=True))
+            .sort(dm.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
+        )
+    return out
+
+
+def build() -> db.Dashboard:
+    rate = "$__rate_interval"
+    d = (
+        db.Dashboard(TITLE).uid(UID)
+        .description("Lifecycle of ADK tool tasks (adk-task-telemetry): starts, active tasks, "
+                     "outcomes, durations and orphaned tasks still running after their run.")
+        .tags(["adk", "opentelemetry", "adk-task-telemetry"])
+        .time("now-1h", "now").refresh("30s").timezone("browser")
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .readonly()
+    )
+    for v in variables():
+        d = d.with_variable(v)
+
+    d = d.with_row(db.Row("Overview"))
+    d = d.with_panel(stat_panel(
+        "Tool tasks per second",
+        "Tool tasks started per second over the dashboard's rate interval, all selected "
+        "tools together (adk_tool_task_started_total).",
+        f"sum(rate({sel(STARTED)}[{rate}]))", "reqps"))
+    d = d.with_panel(stat_panel(
+        "Active tasks",
+        "Tool tasks running inside their run right now (adk_tool_task_active). Orphans are "
+        "not counted here: see 'Orphans still alive'.",
+        f"sum({sel(ACTIVE)}) or on() vector(0)", "none"))
+    d = d.with_panel(stat_panel(
+        "Orphans in the range",
+        "Tool tasks still running when their run ended, in the dashboard's time range "
+        "(adk_tool_task_orphaned_total). Series first seen inside the range count with "
+        "their whole value, so orphans from before a process's first scrape are not lost. "
+        "Anything above zero is a bug to chase: see docs/runbooks/AdkToolTaskOrphaned.md.",
+        f"sum({new_orphans('$__range', value_first=True)}) or on() vector(0)", "none",
+        thresholds=[(None, "green"), (1, "red")]))
+    d = d.with_panel(stat_panel(
+        "Orphans still alive",
+        "Orphaned tool tasks that are still running after their run ended "
+        "(adk_tool_task_orphans_alive). They hold memory, sockets and quota.",
+        f"sum({sel(ORPHANS_ALIVE)}) or on() vector(0)", "none",
+        thresholds=[(None, "green"), (1, "red")]))
+    d = d.with_panel(stat_panel(
+        "Error rate",
+        "Share of tool tasks that ended in the range with outcome=error (raised and not "
+        "recovered by a callback), from adk_tool_task_duration_seconds_count.",
+        f"sum(increase({outcome(COUNT, 'error')}[$__range])) / "
+        f"sum(increase({sel(COUNT)}[$__range]))", "percentunit",
+        thresholds=[(None, "green"), (0.05, "orange"), (0.1, "red")]))
+    d = d.with_panel(stat_panel(
+        "Cancellation rate",
+        "Share of tool tasks that ended in the range with outcome=cancelled (a failed "
+        "sibling, the caller, run teardown or stop_streaming cancelled them).",
+        f"sum(increase({outcome(COUNT, 'cancelled')}[$__range])) / "
+        f"sum(increase({sel(COUNT)}[$__range]))", "percentunit",
+        thresholds=[(None, "green"), (0.2, "orange")]))
+
+    d = d.with_row(db.Row("Lifecycle"))
+    d = d.with_panel(ts_panel(
+        "Tool tasks per second by tool",
+        "Tool tasks started per second, by agent and tool (adk_tool_task_started_total).",
+        [query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) (rate({sel(STARTED)}[{rate}]))",
+               "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}")], "reqps", span=8))
+    d = d.with_panel(ts_panel(
+        "Active tasks by tool and kind",
+        "Tool tasks running inside their run, by tool and task kind (call, streaming, "
+        "non_blocking, long_running). A line that only grows means tasks never end: see "
+        "the AdkToolTaskStuck alert.",
+        [query(f"sum by (gen_ai_tool_name, adk_tool_task_kind) ({sel(ACTIVE)})",
+               "{{gen_ai_tool_name}} ({{adk_tool_task_kind}})")], "none", span=8))
+    d = d.with_panel(ts_panel(
+        "Error and cancellation rates",
+        "Share of ended tool tasks per outcome error, cancelled and recovered, over the rate "
+        "interval (adk_tool_task_duration_seconds_count by adk_tool_task_outcome).",
+        [query(f"sum by (adk_tool_task_outcome) "
+               f"(rate({outcome(COUNT, 'error|cancelled|recovered')}[{rate}])) "
+               f"/ on() group_left() sum(rate({sel(COUNT)}[{rate}]))",
+               "{{adk_tool_task_outcome}}")], "percentunit", span=8))
+
+    d = d.with_row(db.Row("Orphans"))
+    d = d.with_panel(ts_panel(
+        "Orphans by tool and agent",
+        "Tool tasks still running when their run ended, by agent and tool "
+        "(adk_tool_task_orphaned_total), per rate interval; a new series shows its first "
+        "value too. Exemplars (the dots; OTLP paths only) link to the orphan's trace in "
+        "Jaeger, where the orphaned_task event holds the call id and the stack it is "
+        "suspended in.",
+        [query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) "
+               f"({new_orphans(rate, value_first=False)})",
+               "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}", exemplar=True)],
+        "none", span=12, bars=True))
+    d = d.with_panel(ts_panel(
+        "Orphans still alive",
+        "Orphaned tool tasks still running after their run ended, by agent and tool "
+        "(adk_tool_task_orphans_alive). A line that stays above zero for 15 minutes fires "
+        "AdkToolTaskOrphansAlive.",
+        [query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) ({sel(ORPHANS_ALIVE)})",
+               "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}")], "none", span=12))
+
+    d = d.with_row(db.Row("Durations and cancellations"))
+    d = d.with_panel(ts_panel(
+        "Duration percentiles by tool and outcome",
+        "p50 and p95 of tool-task lifetime, creation to end, for tasks that ended inside "
+        "their run, by tool and outcome (adk_tool_task_duration_seconds). Orphans are not "
+        "in here: they have no end inside their run.",
+        [query(f"histogram_quantile(0.95, sum by (le, gen_ai_tool_name, adk_tool_task_outcome) "
+               f"(rate({sel(BUCKET)}[{rate}])))",
+               "p95 {{gen_ai_tool_name}} {{adk_tool_task_outcome}}", "A"),
+         query(f"histogram_quantile(0.5, sum by (le, gen_ai_tool_name, adk_tool_task_outcome) "
+               f"(rate({sel(BUCKET)}[{rate}])))",
+               "p50 {{gen_ai_tool_name}} {{adk_tool_task_outcome}}", "B")], "s", span=12))
+    d = d.with_panel(ts_panel(
+        "Cancellations by cause",
+        "Cancelled tool tasks per second by cause, as far as metrics tell it: a task "
+        "cancelled inside its run is, by kind, run_teardown/stop_streaming (streaming, "
+        "non_blocking) or sibling_failed/caller_cancelled (call); orphan_cancelled is an "
+        "orphan cancelled after its run ended (adk_tool_task_orphan_lifetime_seconds, "
+        "outcome=cancelled). The exact cause of each is the adk.tool_task.cancel.cause "
+        "attribute of the span's cancelled event.",
+        [query("sum by (cause) (label_replace(label_replace(sum by (adk_tool_task_kind) "
+               f"(rate({outcome(COUNT, 'cancelled')}[{rate}])), "
+               '"cause", "run_teardown or stop_streaming", "adk_tool_task_kind", '
+               '"streaming|non_blocking"), "cause", "sibling_failed or caller_cancelled", '
+               '"adk_tool_task_kind", "call|long_running"))', "{{cause}}", "A"),
+         query(f"sum(rate({outcome(ORPHAN_LIFETIME + '_count', 'cancelled')}[{rate}]))",
+               "orphan_cancelled", "B")], "reqps", span=12, bars=True))
+
+    d = d.with_row(db.Row("Worst tools"))
+    worst = (
+        table.Panel().title("Worst tools")
+        .description("Tools by errors and orphans in the dashboard's time range: tasks "
+                     "started, ended in error, cancelled, orphaned (counting new series "
+                     "with their whole value) and p95 duration. Sorted by orphans, then "
+                     "errors.")
+        .datasource(DS).height(10).span(24)
+        .targets([
+            query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) "
+                  f"(increase({sel(STARTED)}[$__range]))", ref="Started", instant=True,
+                  fmt="table"),
+            query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) (increase("
+                  f"{outcome(COUNT, 'error')}[$__range]))",
+                  ref="Errors", instant=True, fmt="table"),
+            query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) (increase("
+                  f"{outcome(COUNT, 'cancelled')}[$__range]))",
+                  ref="Cancelled", instant=True, fmt="table"),
+            query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) "
+                  f"({new_orphans('$__range', value_first=True)})",
+                  ref="Orphans", instant=True, fmt="table"),
+            query(f"histogram_quantile(0.95, sum by (le, gen_ai_agent_name, gen_ai_tool_name) "
+                  f"(increase({sel(BUCKET)}[$__range])))",
+                  ref="p95", instant=True, fmt="table"),
+        ])
+        .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+            "excludeByName": {"Time": True},
+            "indexByName": {"gen_ai_tool_name": 0, "gen_ai_agent_name": 1},
+            "renameByName": {
+                "gen_ai_tool_name": "Tool", "gen_ai_agent_name": "Agent",
+                "Value #Started": "Started", "Value #Errors": "Errors",
+                "Value #Cancelled": "Cancelled", "Value #Orphans": "Orphans",
+                "Value #p95": "p95 duration (s)",
+            },
+        }))
+        .sort_by([cb.TableSortByFieldState().display_name("Orphans").desc(True),
+                  cb.TableSortByFieldState().display_name("Errors").desc(True)])
+    )
+    return d.with_panel(worst)
+
+
+def render() -> str:
+    """The dashboard JSON as committed: stable key order, trailing newline."""
+    data = json.loads(json.dumps(build().build(), cls=JSONEncoder))
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        current = OUTPUT.read_text() if OUTPUT.exists() else ""
+        if current != text:
+            print(f"{OUTPUT} is stale: run python dashboards/adk_task_telemetry.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(text)
+    print(f"wrote {OUTPUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
