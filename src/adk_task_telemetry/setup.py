@@ -72,6 +72,13 @@ _EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http.metric_exporter",
     "opentelemetry.exporter.otlp.proto.http._log_exporter",
 )
+# Loggers of the SDK's batch processors: "Queue full, dropping Span." on every
+# dropped item, on the thread that ends the span (the event loop).
+_QUEUE_LOGGERS = (
+    "opentelemetry.sdk._shared_internal",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk._logs._internal.export",
+)
 _EXIT_TIMEOUT_MS = 10_000
 
 _lock = threading.Lock()
@@ -85,63 +92,103 @@ class _QuietExporterLogs(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.last = ""
+        self.first = ""  # since the last export result: usually names the cause
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            self.last = record.getMessage()[:300]
-        except Exception:  # a malformed record must not break logging
-            self.last = str(record.msg)[:300]
+        if not self.first:
+            try:
+                self.first = record.getMessage()[:300]
+            except Exception:  # a malformed record must not break logging
+                self.first = str(record.msg)[:300]
         return False
+
+    def take(self) -> str:
+        text, self.first = self.first, ""
+        return text
+
+
+class _Outage(logging.Filter):
+    """Shared by a handle's signals, so that an outage is logged once, not per signal.
+
+    Also a filter on the SDK's queue loggers: a full queue while an export hangs or
+    fails is part of the outage (reported once), not a message per dropped span.
+    """
+
+    def __init__(self, quiet: _QuietExporterLogs) -> None:
+        super().__init__()
+        self.quiet = quiet
+        self.failing: set[str] = set()
+        self.in_flight = 0
+        self.queue_full: str | None = None  # seen while an export was in flight
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "queue full" not in str(record.msg).lower():
+            return True
+        with self.lock:
+            if self.failing:
+                return False
+            if self.in_flight:
+                # Decided when that export ends: an outage, or a slow endpoint.
+                self.queue_full = self.queue_full or record.getMessage()
+                return False
+        return True
 
 
 class _ExportHealth:
-    """One signal's export state: one warning per outage, and a breaker.
+    """One signal's export state, and a breaker.
 
     While the endpoint fails, a batch is tried at most once per ``cooldown``
     seconds and dropped otherwise, so a dead collector costs neither the export
     threads nor the exit more than one timeout at a time.
     """
 
-    def __init__(self, signal: str, where: str, cooldown: float, quiet: _QuietExporterLogs,
-                 queue_note: str) -> None:
+    def __init__(self, signal: str, where: str, cooldown: float, outage: _Outage) -> None:
         self.signal = signal
         self.where = where
         self.cooldown = cooldown
-        self.quiet = quiet
-        self.queue_note = queue_note
+        self.outage = outage
         self.failing = False
         self.closing = False
         self.failures = 0
         self.dropped_batches = 0
         self.last_attempt = 0.0
-        self._lock = threading.Lock()
 
     def should_try(self) -> bool:
-        with self._lock:
+        with self.outage.lock:
             if self.failing and (
                     self.closing or time.monotonic() - self.last_attempt < self.cooldown):
                 self.dropped_batches += 1
                 return False
             self.last_attempt = time.monotonic()
+            self.outage.in_flight += 1
             return True
 
     def record(self, ok: bool, detail: str = "") -> None:
-        with self._lock:
-            was_failing = self.failing
+        outage = self.outage
+        with outage.lock:
+            outage.in_flight = max(0, outage.in_flight - 1)
+            queue_full, outage.queue_full = outage.queue_full, None
+            before = bool(outage.failing)
             self.failing = not ok
-            if not ok:
+            if ok:
+                outage.failing.discard(self.signal)
+            else:
                 self.failures += 1
-        if ok and was_failing:
-            logger.warning("adk_task_telemetry: exporting %s to %s works again",
-                           self.signal, self.where)
-        elif not ok and not was_failing:
+                outage.failing.add(self.signal)
+            after = bool(outage.failing)
+            cause = outage.quiet.take()
+        if before and not after:
+            logger.warning("adk_task_telemetry: telemetry export works again (%s)", self.where)
+        elif after and not before:
             logger.warning(
-                "adk_task_telemetry: cannot export %s to %s (%s). Telemetry is dropped "
-                "while it stays unreachable (%s); the agent is not affected. Retrying "
-                "quietly; export recovery will be logged.",
-                self.signal, self.where, detail or self.quiet.last or "export failed",
-                self.queue_note)
+                "adk_task_telemetry: cannot export telemetry (%s to %s: %s). It is dropped "
+                "while the endpoint stays unreachable (bounded queues); the agent is not "
+                "affected. Retrying quietly; recovery will be logged.",
+                self.signal, self.where, detail or cause or "export failed")
+        elif ok and queue_full:
+            logger.warning("adk_task_telemetry: %s: export to %s is slower than the agent "
+                           "produces telemetry", queue_full, self.where)
 
 
 def _ok(result: Any) -> bool:
@@ -254,6 +301,7 @@ class TelemetryHandle:
         self._health: list[_ExportHealth] = []
         self._log_handler: logging.Handler | None = None
         self._quiet: _QuietExporterLogs | None = None
+        self._outage: _Outage | None = None
         self._prom_server: Any = None
         self._prom_reader: MetricReader | None = None
         self._shut = False
@@ -302,6 +350,9 @@ class TelemetryHandle:
         if self._quiet is not None:
             for name in _EXPORTER_LOGGERS:
                 logging.getLogger(name).removeFilter(self._quiet)
+        if self._outage is not None:
+            for name in _QUEUE_LOGGERS:
+                logging.getLogger(name).removeFilter(self._outage)
 
     @property
     def export_failing(self) -> bool:
@@ -454,10 +505,11 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                 signal, endpoint=endpoint, protocol=protocol, headers=headers, timeout=timeout)
     handle.otlp_targets = targets
 
-    def health(signal: str, queue_note: str) -> _ExportHealth:
+    outage = _Outage(quiet)
+
+    def health(signal: str) -> _ExportHealth:
         t = targets[signal]
-        h = _ExportHealth(signal, f"{t.endpoint} over OTLP {t.protocol}", t.timeout, quiet,
-                          queue_note)
+        h = _ExportHealth(signal, f"{t.endpoint} over OTLP {t.protocol}", t.timeout, outage)
         handle._health.append(h)
         return h
 
@@ -468,7 +520,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         tp = TracerProvider(resource=resource, shutdown_on_exit=False)
         if "traces" in targets:
             tp.add_span_processor(BatchSpanProcessor(_GuardedSpanExporter(
-                _exporters(targets["traces"]), health("traces", "span queue bounded"))))
+                _exporters(targets["traces"]), health("traces"))))
         if console:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         trace.set_tracer_provider(tp)
@@ -481,8 +533,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         readers: list[MetricReader] = []
         if "metrics" in targets:
             readers.append(PeriodicExportingMetricReader(
-                _GuardedMetricExporter(_exporters(targets["metrics"]),
-                                       health("metrics", "cumulative, nothing queued")),
+                _GuardedMetricExporter(_exporters(targets["metrics"]), health("metrics")),
                 export_interval_millis=interval_ms))
         if console:
             readers.append(PeriodicExportingMetricReader(
@@ -505,7 +556,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
         if "logs" in targets:
             lp.add_log_record_processor(BatchLogRecordProcessor(_GuardedLogExporter(
-                _exporters(targets["logs"]), health("logs", "log queue bounded"))))
+                _exporters(targets["logs"]), health("logs"))))
         if console:
             lp.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
         _logs.set_logger_provider(lp)
@@ -516,8 +567,11 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
 
     if targets:
         handle._quiet = quiet
+        handle._outage = outage
         for name in _EXPORTER_LOGGERS:
             logging.getLogger(name).addFilter(quiet)
+        for name in _QUEUE_LOGGERS:
+            logging.getLogger(name).addFilter(outage)
 
     if existing and not _told_existing:
         _told_existing = True
