@@ -22,11 +22,7 @@ from typing import Any
 
 from opentelemetry import _logs, metrics, trace
 from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
-from opentelemetry.sdk._logs.export import (
-    BatchLogRecordProcessor,
-    ConsoleLogExporter,
-    LogExporter,
-)
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogExporter
 from opentelemetry.sdk.metrics import (
     AlwaysOffExemplarFilter,
     AlwaysOnExemplarFilter,
@@ -59,6 +55,13 @@ from opentelemetry.sdk.trace.export import (
 
 from . import _env
 from . import semconv as sc
+
+try:  # the base class was renamed in SDK 1.39; the old name warns
+    from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
+except ImportError:  # pragma: no cover - SDK < 1.39
+    from opentelemetry.sdk._logs.export import (  # type: ignore[assignment]
+        LogExporter as _LogExporterBase,
+    )
 
 logger = logging.getLogger("adk_task_telemetry.export")
 
@@ -253,7 +256,7 @@ class _GuardedMetricExporter(MetricExporter):
             logger.debug("metric exporter shutdown failed", exc_info=True)
 
 
-class _GuardedLogExporter(LogExporter):
+class _GuardedLogExporter(_LogExporterBase):
     def __init__(self, inner: Any, health: _ExportHealth) -> None:
         self._inner = inner
         self.health = health
