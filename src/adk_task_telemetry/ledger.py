@@ -9,6 +9,7 @@ ends. Nothing is kept for a run once its sweep is done and its tasks have ended.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gc
 import logging
@@ -32,6 +33,8 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 OPEN, ORPHANED, ENDED = 0, 1, 2
 _STACK_FRAMES = 12
 _STACK_CHARS = 4096
+_NAME_CHARS = 256
+_ORPHAN_CANCEL_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -46,44 +49,32 @@ class OpenTask:
     orphaned: bool
 
 
+@dataclass(frozen=True)
+class LedgerOptions:
+    cancel_orphans: bool = False
+    track_spawned_tasks: bool = False
+    max_open_tasks: int = 10_000
+
+
 class TaskRecord:
     __slots__ = (
-        "after_seen",
-        "attrs",
-        "bound_to_callbacks",
-        "call_id",
-        "cancel_cause",
-        "cb",
-        "error",
-        "holder",
-        "invocation_id",
-        "kind",
-        "orphaned_at",
-        "run",
-        "span",
-        "start",
-        "state",
-        "task",
-        "tool_name",
+        "after_seen", "attrs", "bound_to_callbacks", "call_id", "cancel_cause", "cb",
+        "error", "holder", "invocation_id", "kind", "orphaned_at", "run", "span", "start",
+        "state", "task", "tool_name",
     )
 
-    def __init__(
-        self, run: RunRecord, call_id: str, tool_name: str, kind: str, span: Span,
-        attrs: dict[str, str],
-    ) -> None:
+    def __init__(self, run: RunRecord, call_id: str, tool_name: str, kind: str, span: Span,
+                 attrs: dict[str, str]) -> None:
         self.run = run
         self.invocation_id = run.invocation_id
-        self.cb: Any = None
-        # What the plugin's context variable holds: emptied when the record ends,
-        # so a finished asyncio task that ADK keeps around does not keep it.
-        self.holder: list[TaskRecord | None] = [self]
         self.call_id = call_id
         self.tool_name = tool_name
         self.kind = kind
         self.span = span
+        self.attrs = attrs
         self.start = time.monotonic()
         self.task: asyncio.Task[Any] | None = None
-        self.attrs = attrs
+        self.cb: Any = None
         self.error: BaseException | None = None
         self.after_seen = False
         self.cancel_cause: str | None = None
@@ -92,20 +83,15 @@ class TaskRecord:
         # True when no task of its own could be found: the record then ends at
         # after_tool/on_tool_error instead of at a task's done-callback.
         self.bound_to_callbacks = False
+        # What the plugin's context variable holds: emptied when the record ends,
+        # so a finished asyncio task that ADK keeps around does not keep it.
+        self.holder: list[TaskRecord | None] = [self]
 
 
 class RunRecord:
     __slots__ = (
-        "app_name",
-        "cb",
-        "finalizer",
-        "invocation_id",
-        "sibling_failed",
-        "span",
-        "task",
-        "task_is_run",
-        "tasks",
-        "watching",
+        "app_name", "cb", "finalizer", "invocation_id", "sibling_failed", "span", "spawned",
+        "task", "task_is_run", "tasks", "track_spawned", "watching",
     )
 
     def __init__(self, invocation_id: str, app_name: str) -> None:
@@ -121,6 +107,9 @@ class RunRecord:
         self.sibling_failed = False
         self.finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
         self.cb: Any = None
+        # Strict mode: tasks a tool body created, with who created them and when.
+        self.track_spawned = False
+        self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
 
 
 class Ledger:
@@ -128,7 +117,9 @@ class Ledger:
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        options: LedgerOptions | None = None,
     ) -> None:
+        self.options = options or LedgerOptions()
         self._tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
         self._started = meter.create_counter(
@@ -147,18 +138,21 @@ class Ledger:
             sc.METRIC_ORPHAN_LIFETIME, sc.UNIT_SECONDS,
             "How long an orphaned tool task ran past the end of its run.",
             explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+        self._overflow = meter.create_counter(
+            sc.METRIC_OVERFLOW, sc.UNIT_TASK,
+            "Tool tasks not tracked because max_open_tasks records were open.")
         self._runs: dict[str, RunRecord] = {}
         self._orphans: set[TaskRecord] = set()
-        self._task_done_cb = self._on_task_done
-        self._run_task_done_cb = self._on_run_task_done
+        self._open = 0
+        self._overflowed = 0
+        self._tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        _LEDGERS.add(self)
 
     # --- runs -------------------------------------------------------------------
 
     def begin_run(self, invocation_id: str, app_name: str, span: Span | None,
                   task: asyncio.Task[Any] | None, task_is_run: bool, owner: Any) -> None:
-        run = self._runs.get(invocation_id)
-        if run is None:
-            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+        run = self.run_for(invocation_id, app_name)
         run.span = span if span is not None and span.is_recording() else None
         run.task = task
         run.task_is_run = task_is_run
@@ -177,8 +171,9 @@ class Ledger:
 
     def run_for(self, invocation_id: str, app_name: str) -> RunRecord:
         run = self._runs.get(invocation_id)
-        if run is None:  # a tool task seen without its before_run (plugin added mid-run)
+        if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
             run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+            run.track_spawned = self.options.track_spawned_tasks
         return run
 
     def _watch(self, run: RunRecord) -> None:
@@ -186,7 +181,7 @@ class Ledger:
         # caller's task that serves thousands of runs.
         if not run.watching and run.task is not None and not run.task.done():
             if run.cb is None:
-                run.cb = partial(self._run_task_done_cb, run.invocation_id)
+                run.cb = partial(self._on_run_task_done, run.invocation_id)
             run.task.add_done_callback(run.cb)
             run.watching = True
 
@@ -215,31 +210,46 @@ class Ledger:
 
     def open_task(
         self, run: RunRecord, call_id: str, tool_name: str, tool_type: str, agent_name: str,
-        conversation_id: str | None, kind: str,
-    ) -> TaskRecord:
+        conversation_id: str | None, kind: str, extra: dict[str, str] | None = None,
+    ) -> TaskRecord | None:
+        tool_name = tool_name[:_NAME_CHARS]
         attrs = {
             sc.GEN_AI_TOOL_NAME: tool_name,
-            sc.GEN_AI_AGENT_NAME: agent_name,
+            sc.GEN_AI_AGENT_NAME: agent_name[:_NAME_CHARS],
             sc.ADK_TOOL_TASK_KIND: kind,
-            sc.ADK_APP_NAME: run.app_name,
+            sc.ADK_APP_NAME: run.app_name[:_NAME_CHARS],
         }
+        if self._open >= self.options.max_open_tasks:
+            self._overflowed += 1
+            self._overflow.add(1, attrs)
+            if self._overflowed == 1 or self._overflowed % 1000 == 0:
+                logger.warning(
+                    "adk_task_telemetry: %d open tool tasks reached max_open_tasks; %d tool "
+                    "tasks not tracked so far", self._open, self._overflowed)
+            return None
         span_attrs: dict[str, str] = {
             **attrs,
-            sc.GEN_AI_TOOL_CALL_ID: call_id,
-            sc.GEN_AI_TOOL_TYPE: tool_type,
+            sc.GEN_AI_TOOL_CALL_ID: call_id[:_NAME_CHARS],
+            sc.GEN_AI_TOOL_TYPE: tool_type[:_NAME_CHARS],
             sc.ADK_INVOCATION_ID: run.invocation_id,
         }
         if conversation_id:
             span_attrs[sc.GEN_AI_CONVERSATION_ID] = conversation_id
+        if extra:
+            span_attrs.update(extra)
         span = self._tracer.start_span(
             sc.SPAN_NAME_PREFIX + tool_name, kind=SpanKind.INTERNAL, attributes=span_attrs)
         record = TaskRecord(run, call_id, tool_name, kind, span, attrs)
         key = call_id
-        n = 1
-        while key in run.tasks:  # a duplicate id: keep both, each ends on its own
-            n += 1
+        if key in run.tasks:  # a duplicate id: keep both, each ends on its own
+            n = 2
+            while f"{call_id}#{n}" in run.tasks:
+                n += 1
             key = f"{call_id}#{n}"
+            logger.info("adk_task_telemetry: function-call id %r seen twice in invocation %s",
+                        call_id, run.invocation_id)
         run.tasks[key] = record
+        self._open += 1
         self._started.add(1, attrs)
         self._active.add(1, attrs)
         return record
@@ -258,11 +268,13 @@ class Ledger:
             record.bound_to_callbacks = True
             return
         record.bound_to_callbacks = False
+        if self.options.track_spawned_tasks:
+            self._tool_tasks.add(task)
         if task.done():
             self._finish_from_task(record, task)
             return
         if record.cb is None:
-            record.cb = partial(self._task_done_cb, record)
+            record.cb = partial(self._on_task_done, record)
         task.add_done_callback(record.cb)
         self._watch(record.run)
 
@@ -316,7 +328,7 @@ class Ledger:
             if outcome == sc.Outcome.ERROR:
                 etype = _error_type(error)
                 span.set_attribute(sc.ERROR_TYPE, etype)
-                span.set_status(Status(StatusCode.ERROR, f"{etype}: {error}"[:256]))
+                span.set_status(Status(StatusCode.ERROR, etype))
                 attrs[sc.ERROR_TYPE] = etype
                 if record.kind == sc.Kind.CALL:
                     run.sibling_failed = True
@@ -342,6 +354,7 @@ class Ledger:
             if other is record:
                 del run.tasks[key]
                 break
+        self._open -= 1
         record.task = None
         record.cb = None
         record.holder[0] = None
@@ -355,7 +368,7 @@ class Ledger:
         """Ends the run: every task still running becomes an orphan. Idempotent.
 
         With ``only``, ends just the tasks of those kinds, and keeps the run if
-        others remain.
+        others remain. Returns the number of orphans.
         """
         run = self._runs.get(invocation_id)
         if run is None:
@@ -370,6 +383,8 @@ class Ledger:
         if run.finalizer is not None:
             run.finalizer.detach()
         orphans = self._end_tasks(records, trigger)
+        if run.spawned:
+            orphans += self._end_spawned(run, trigger)
         run.tasks.clear()
         run.span = None
         run.task = None
@@ -380,9 +395,11 @@ class Ledger:
         for record in records:
             task = record.task
             if record.bound_to_callbacks:
-                self.finish_returned(record) if record.after_seen else self._orphan(
-                    record, trigger)
-                orphans += record.state == ORPHANED
+                if record.after_seen:
+                    self.finish_returned(record)
+                else:
+                    self._orphan(record, trigger)
+                    orphans += 1
             elif task is None or task.done():
                 # Finished, but its done-callback has not run yet: not an orphan.
                 if task is not None:
@@ -400,10 +417,22 @@ class Ledger:
     def _orphan(self, record: TaskRecord, trigger: str) -> None:
         run = record.run
         record.state = ORPHANED
+        self._open -= 1
         now = time.monotonic()
         record.orphaned_at = now
         age = now - record.start
-        stack = _suspended_stack(record.task) if record.task is not None else ""
+        task = None if record.bound_to_callbacks else record.task
+        self._report_orphan(record.span, record, run, trigger, age, task)
+        self._active.add(-1, record.attrs)
+        if task is None:
+            self._orphan_ended(record, None)  # nothing to watch: count it as gone
+        else:
+            self._orphans.add(record)
+        record.run = _DETACHED  # the run is over: hold nothing of it
+
+    def _report_orphan(self, span: Span, record: TaskRecord, run: RunRecord, trigger: str,
+                       age: float, task: asyncio.Task[Any] | None) -> None:
+        stack = _suspended_stack(task) if task is not None else ""
         event_attrs: dict[str, Any] = {
             sc.GEN_AI_TOOL_CALL_ID: record.call_id,
             sc.GEN_AI_TOOL_NAME: record.tool_name,
@@ -413,26 +442,57 @@ class Ledger:
         }
         if stack:
             event_attrs[sc.CODE_STACKTRACE] = stack
-        span = record.span
         span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)
         span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, sc.Outcome.ORPHANED)
         span.set_status(Status(StatusCode.ERROR, f"still running when its run ended ({trigger})"))
         if run.span is not None and run.span.is_recording():
             run.span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)
+        cancelled = False
+        if self.options.cancel_orphans and task is not None and not task.done():
+            task.cancel()
+            cancelled = True
+            span.add_event(sc.EVENT_CANCELLED,
+                           {sc.ADK_TOOL_TASK_CANCEL_CAUSE: sc.CancelCause.ORPHAN_CANCELLED})
+            _schedule_cancel_check(task, record.tool_name, record.call_id)
         span.end()
-        self._active.add(-1, record.attrs)
         self._orphaned.add(1, {**record.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
                            context=trace.set_span_in_context(span))
         self._orphans_alive.add(1, record.attrs)
         with trace.use_span(span, end_on_exit=False):
             logger.warning(
-                "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs",
-                record.tool_name, record.call_id, run.invocation_id, trigger, age)
-        if record.task is None or record.bound_to_callbacks:
-            self._orphan_ended(record, None)  # nothing to watch: count it as gone
-        else:
+                "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs%s",
+                record.tool_name, record.call_id, run.invocation_id, trigger, age,
+                " (cancelled by cancel_orphans)" if cancelled else "")
+
+    def _end_spawned(self, run: RunRecord, trigger: str) -> int:
+        """Strict mode: tasks a tool spawned and left behind are orphans of its call."""
+        orphans = 0
+        for task, parent, spawned_ns in run.spawned:
+            if task.done() or task in self._tool_tasks:
+                continue
+            attributes = dict(getattr(parent.span, "attributes", None) or {})
+            attributes.pop(sc.ADK_TOOL_TASK_OUTCOME, None)
+            attributes[sc.ADK_TOOL_TASK_SPAWNED] = True
+            span = self._tracer.start_span(
+                sc.SPAN_NAME_PREFIX + parent.tool_name, kind=SpanKind.INTERNAL,
+                context=trace.set_span_in_context(parent.span), start_time=spawned_ns,
+                attributes=attributes)
+            record = TaskRecord(run, parent.call_id, parent.tool_name, parent.kind, span,
+                                parent.attrs)
+            self._started.add(1, record.attrs)
+            record.start = time.monotonic() - (time.time_ns() - spawned_ns) / 1e9
+            record.state = ORPHANED
+            record.orphaned_at = time.monotonic()
+            record.task = task
+            self._report_orphan(span, record, run, trigger, record.orphaned_at - record.start,
+                                task)
+            record.cb = partial(self._on_task_done, record)
+            task.add_done_callback(record.cb)
             self._orphans.add(record)
-        record.run = _DETACHED  # the run is over: hold nothing of it
+            record.run = _DETACHED
+            orphans += 1
+        run.spawned.clear()
+        return orphans
 
     def _orphan_ended(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
         if record.state != ORPHANED:
@@ -480,6 +540,36 @@ class Ledger:
 
 _DETACHED = RunRecord("", "")
 _STEP_KINDS = frozenset({sc.Kind.CALL, sc.Kind.LONG_RUNNING})
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+def note_spawned(record: TaskRecord, task: asyncio.Task[Any]) -> None:
+    """Strict mode: ``task`` was created inside the tool task of ``record``."""
+    if record.state == OPEN and record.task is not task:
+        spawned = record.run.spawned
+        if len(spawned) >= 64:
+            spawned[:] = [s for s in spawned if not s[0].done()]
+        spawned.append((task, record, time.time_ns()))
+
+
+def shutdown_all() -> int:
+    """Sweeps every run of every ledger with the ``shutdown`` trigger.
+
+    Runs at interpreter exit (registered by each plugin, so after providers that
+    existed before it were created and before they flush), and first thing in
+    the exit handler of configure_telemetry().
+    """
+    total = 0
+    for ledger in list(_LEDGERS):
+        with contextlib.suppress(Exception):
+            total += ledger.sweep_all(sc.EndTrigger.SHUTDOWN)
+    return total
+
+
+def register_shutdown() -> None:
+    """(Re)registers shutdown_all at exit so that it runs before handlers made earlier."""
+    atexit.unregister(shutdown_all)
+    atexit.register(shutdown_all)
 
 
 def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:
@@ -487,6 +577,15 @@ def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:
     if ledger is not None:
         with contextlib.suppress(Exception):  # runs from the garbage collector
             ledger._drop_if_idle(invocation_id)
+
+
+def _schedule_cancel_check(task: asyncio.Task[Any], tool: str, call_id: str) -> None:
+    def check() -> None:
+        if not task.done():
+            logger.warning("orphaned tool task ignored cancellation: tool=%s call_id=%s",
+                           tool, call_id)
+    with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
+        task.get_loop().call_later(_ORPHAN_CANCEL_GRACE, check)
 
 
 def _error_type(error: BaseException) -> str:
@@ -522,3 +621,4 @@ def _suspended_stack(task: asyncio.Task[Any]) -> str:
         return "".join(summary.format())[-_STACK_CHARS:]
     except Exception:
         return ""
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import weakref
 from typing import Any
 
 from google.adk.plugins.base_plugin import BasePlugin
@@ -17,13 +18,22 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
 from . import semconv as sc
-from .ledger import Ledger, OpenTask, TaskRecord
+from .ledger import (
+    Ledger,
+    LedgerOptions,
+    OpenTask,
+    TaskRecord,
+    note_spawned,
+    register_shutdown,
+)
+from .privacy import Redactor, default_redactor, to_attribute
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
 # The record of the tool call whose task is running. before/after/error callbacks
-# of one call run in that call's task, so they all see the same value; it also
-# tells close() when a nested AgentTool runner closes from inside a tool task.
+# of one call run in that call's task, so they all see the same value; tasks a tool
+# body creates inherit it (strict mode); and it tells close() when a nested
+# AgentTool runner closes from inside a tool task.
 _current: contextvars.ContextVar[list[TaskRecord | None] | None] = contextvars.ContextVar(
     "adk_task_telemetry_record", default=None)
 
@@ -37,6 +47,19 @@ class TaskTelemetryPlugin(BasePlugin):
     """A span per ADK tool task, from creation to its end, and orphans at run end.
 
     Register it first: ``App(plugins=[TaskTelemetryPlugin(), ...])``.
+
+    Args:
+      tracer_provider, meter_provider: default to the global providers.
+      cancel_orphans: cancel each orphan right after reporting it (its span gets a
+        ``cancelled`` event with cause ``orphan_cancelled``).
+      track_spawned_tasks: strict mode: also report asyncio tasks that a tool body
+        spawned and left running when its run ended, as orphans of its call id.
+      capture_arguments: record tool arguments and results (redacted, truncated).
+        Off by default: they can hold personal data.
+      redact: ``redact(tool_name, value) -> value`` applied before recording.
+      max_argument_length: characters kept of a captured argument or result.
+      max_open_tasks: records kept at most; further tool tasks are counted in
+        ``adk.tool_task.overflow`` and not tracked.
     """
 
     def __init__(
@@ -45,11 +68,25 @@ class TaskTelemetryPlugin(BasePlugin):
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        cancel_orphans: bool = False,
+        track_spawned_tasks: bool = False,
+        capture_arguments: bool = False,
+        redact: Redactor = default_redactor,
+        max_argument_length: int = 1024,
+        max_open_tasks: int = 10_000,
     ) -> None:
         super().__init__(name=name)
-        self._ledger = Ledger(tracer_provider, meter_provider)
+        if max_open_tasks < 1 or max_argument_length < 0:
+            raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
+        self._ledger = Ledger(tracer_provider, meter_provider, LedgerOptions(
+            cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
+            max_open_tasks=max_open_tasks))
+        self._capture = capture_arguments
+        self._redact = redact
+        self._max_arg = max_argument_length
         self._failures = 0
         compat.add_live_teardown_listener(self)
+        register_shutdown()
 
     # --- public -----------------------------------------------------------------
 
@@ -71,6 +108,8 @@ class TaskTelemetryPlugin(BasePlugin):
             self._ledger.begin_run(
                 ctx.invocation_id, getattr(ctx, "app_name", "") or "",
                 trace.get_current_span(), task, compat.is_adk_task(task), ctx)
+            if self._ledger.options.track_spawned_tasks:
+                _install_spawn_tracking()
         except Exception:
             self._failed("before_run_callback")
         return None
@@ -109,19 +148,19 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             ctx = compat.invocation_context_of(tool_context)
             kind = _kind(tool, ctx)
-            run = self._ledger.run_for(ctx.invocation_id, getattr(ctx, "app_name", "") or "")
+            run = self._ledger.run_for(str(ctx.invocation_id), getattr(ctx, "app_name", "") or "")
             stop = compat.is_stop_streaming_call(tool, tool_args) if kind == sc.Kind.CALL else None
             if stop is not None:
-                self._ledger.mark_stop_requested(ctx.invocation_id, stop)
+                self._ledger.mark_stop_requested(run.invocation_id, stop)
+            tool_name = str(getattr(tool, "name", "") or type(tool).__name__)
+            extra = None
+            if self._capture:
+                extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, tool_name, tool_args)
             record = self._ledger.open_task(
-                run,
-                str(tool_context.function_call_id or ""),
-                str(getattr(tool, "name", "") or type(tool).__name__),
-                type(tool).__name__,
-                compat.agent_name_of(ctx),
-                compat.session_id_of(ctx),
-                kind,
-            )
+                run, str(tool_context.function_call_id or ""), tool_name, type(tool).__name__,
+                compat.agent_name_of(ctx), compat.session_id_of(ctx), kind, extra)
+            if record is None:  # max_open_tasks reached
+                return None
             _current.set(record.holder)
             task = _current_task()
             # A call that runs in the run's own task has no task of its own: its
@@ -138,6 +177,10 @@ class TaskTelemetryPlugin(BasePlugin):
             record = _current_record()
             if record is not None and record.call_id == str(tool_context.function_call_id or ""):
                 record.after_seen = True
+                if self._capture:
+                    attrs = self._captured(sc.GEN_AI_TOOL_CALL_RESULT, record.tool_name, result)
+                    if attrs:
+                        record.span.set_attributes(attrs)
                 if record.kind == sc.Kind.STREAMING:
                     # The dispatch only returned "pending": the work runs in the
                     # background task ADK registered a moment ago.
@@ -169,6 +212,16 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- internals --------------------------------------------------------------
 
+    def _captured(self, key: str, tool_name: str, value: Any) -> dict[str, str] | None:
+        try:
+            redacted = self._redact(tool_name, value)
+        except Exception:
+            logger.warning("adk_task_telemetry: redact hook failed; nothing recorded")
+            return None
+        if redacted is None:
+            return None
+        return {key: to_attribute(redacted, self._max_arg)}
+
     def _failed(self, where: str) -> None:
         self._failures += 1
         if self._failures <= 10:
@@ -191,3 +244,33 @@ def _kind(tool: Any, ctx: Any) -> str:
         if compat.is_non_blocking_tool(tool):
             return sc.Kind.NON_BLOCKING
     return sc.Kind.CALL
+
+
+# --- strict mode: tasks a tool body spawns ---------------------------------------
+
+_spawn_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def _install_spawn_tracking() -> None:
+    """Chains a task factory onto the running loop (once per loop; uvloop too)."""
+    loop = asyncio.get_running_loop()
+    if loop in _spawn_loops:
+        return
+    previous = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
+        if previous is not None:
+            task = previous(loop, coro, **kwargs)
+        else:
+            task = asyncio.Task(coro, loop=loop, **kwargs)
+        try:
+            record = _current_record()
+            if record is not None and record.run.track_spawned and isinstance(
+                    task, asyncio.Task):
+                note_spawned(record, task)
+        except Exception:
+            logger.debug("spawned-task tracking failed", exc_info=True)
+        return task
+
+    loop.set_task_factory(factory)
+    _spawn_loops.add(loop)

@@ -23,6 +23,12 @@ ADK_APP_NAME: Final = "adk.app.name"
 ADK_INVOCATION_ID: Final = "adk.invocation.id"
 ADK_TOOL_TASK_KIND: Final = "adk.tool_task.kind"
 
+# Opt-in (capture_arguments=True): the call's arguments and result, redacted and truncated.
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+# Strict mode (track_spawned_tasks=True): a span for a task a tool body spawned.
+ADK_TOOL_TASK_SPAWNED: Final = "adk.tool_task.spawned"
+
 # Attributes set at span end.
 ADK_TOOL_TASK_OUTCOME: Final = "adk.tool_task.outcome"
 ERROR_TYPE: Final = "error.type"
@@ -79,6 +85,8 @@ METRIC_DURATION: Final = "adk.tool_task.duration"
 METRIC_ORPHANED: Final = "adk.tool_task.orphaned"
 METRIC_ORPHANS_ALIVE: Final = "adk.tool_task.orphans_alive"
 METRIC_ORPHAN_LIFETIME: Final = "adk.tool_task.orphan_lifetime"
+# Not in the first contract: tool tasks left untracked because max_open_tasks was reached.
+METRIC_OVERFLOW: Final = "adk.tool_task.overflow"
 
 UNIT_TASK: Final = "{task}"
 UNIT_SECONDS: Final = "s"
