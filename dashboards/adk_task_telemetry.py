@@ -21,6 +21,8 @@ from typing import Any
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
@@ -98,7 +100,10 @@ def stat_panel(title: str, description: str, expr: str, unit: str, *,
     )
 
 
-def ts_panel(title: str, description: str, targets: list[prometheus.Dataquery], unit: str,
+Targets = list[cogbuilder.Builder[cogvariants.Dataquery]]
+
+
+def ts_panel(title: str, description: str, targets: Targets, unit: str,
              *, span: int = 12, bars: bool = False) -> timeseries.Panel:
     p = (
         timeseries.Panel().title(title).description(description).datasource(DS)
@@ -265,7 +270,8 @@ def build() -> db.Dashboard:
                '"cause", "run_teardown or stop_streaming", "adk_tool_task_kind", '
                '"streaming|non_blocking"), "cause", "sibling_failed or caller_cancelled", '
                '"adk_tool_task_kind", "call|long_running"))', "{{cause}}", "A"),
-         query(f"sum(rate({outcome(ORPHAN_LIFETIME + '_count', 'cancelled')}[{rate}]))",
+         query(f"sum(rate({outcome(ORPHAN_LIFETIME + '_count', 'cancelled')}[{rate}])) "
+               "or on() vector(0)",
                "orphan_cancelled", "B")], "reqps", span=12, bars=True))
 
     d = d.with_row(db.Row("Worst tools"))

@@ -1,0 +1,427 @@
+"""Helpers for the deploy/, dashboards/ and alert tests: tools, a throwaway Prometheus,
+and offline validators for collector configs and Kubernetes manifests."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+RULES = DEPLOY / "prometheus" / "rules" / "adk-task-telemetry.rules.yml"
+RULE_TESTS = DEPLOY / "prometheus" / "tests" / "adk-task-telemetry.test.yml"
+DASHBOARD_CODE = REPO / "dashboards" / "adk_task_telemetry.py"
+DASHBOARD_JSON = REPO / "dashboards" / "generated" / "adk-task-telemetry.json"
+RUNBOOKS = REPO / "docs" / "runbooks"
+
+ALERTS = ("AdkToolTaskOrphaned", "AdkToolTaskOrphansAlive", "AdkToolTaskErrorRateHigh",
+          "AdkToolTaskStuck")
+
+_PACKAGES = {"promtool": "prometheus", "prometheus": "prometheus",
+             "docker-compose": "docker-compose"}
+
+
+def require_tool(name: str) -> str:
+    """The tool's path; fails (never skips) when it is missing."""
+    path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists()
+                                  else None)
+    if path is None:
+        pytest.fail(f"{name} not found: install Debian's {_PACKAGES.get(name, name)} package "
+                    "(`make system-deps` does it as root)", pytrace=False)
+    return path
+
+
+def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def load_yaml_all(path: Path) -> list[Any]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- a throwaway Prometheus -----------------------------------------------------
+
+
+class Prometheus:
+    """A real Prometheus server on 127.0.0.1 with temporary config and storage."""
+
+    def __init__(self, workdir: Path, config: dict[str, Any] | None = None,
+                 files: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        for rel, text in (files or {}).items():
+            (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / rel).write_text(text)
+        self.config_path = workdir / "prometheus.yml"
+        self.config_path.write_text(yaml.safe_dump(config or {"global": {}}))
+        self.log_path = workdir / "prometheus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        binary = require_tool("prometheus")
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={self.config_path}",
+             f"--storage.tsdb.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}",
+             "--web.enable-lifecycle", "--log.level=warn"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"prometheus exited: {self.log()}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            time.sleep(0.1)
+        raise AssertionError(f"prometheus not ready in {timeout}s: {self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def api(self, path: str, **params: Any) -> dict[str, Any]:
+        """GET /api/v1/<path>; returns the JSON body, errors included."""
+        query = urllib.parse.urlencode(params, doseq=True)
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as r:
+                body: dict[str, Any] = json.load(r)
+        except urllib.error.HTTPError as e:
+            body = json.load(e)
+        return body
+
+    def query(self, expr: str, **params: Any) -> dict[str, Any]:
+        return self.api("query", query=expr, **params)
+
+
+@contextlib.contextmanager
+def prometheus_server(workdir: Path, config: dict[str, Any] | None = None,
+                      files: dict[str, str] | None = None) -> Iterator[Prometheus]:
+    server = Prometheus(workdir, config, files)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+# --- dashboard ------------------------------------------------------------------
+
+# What Grafana puts in place of its variables when the test runs a query.
+GRAFANA_VARS = {
+    "$__rate_interval": "1m", "$__interval": "15s", "$__range": "1h",
+    "${datasource}": "prometheus",
+}
+
+
+def substitute(expr: str, values: dict[str, str] | None = None) -> str:
+    """A panel/variable query as Grafana would send it: All (".*") for every variable."""
+    out = expr
+    for k, v in {**GRAFANA_VARS, **(values or {})}.items():
+        out = out.replace(k, v)
+    return re.sub(r"\$\{?(job|app|agent|tool)\}?", ".*", out)
+
+
+def dashboard_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for p in dashboard.get("panels", []):
+        out.append(p)
+        out.extend(p.get("panels", []))
+    return out
+
+
+def dashboard_targets(dashboard: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(panel title, target) for every query of every panel."""
+    return [(p["title"], t) for p in dashboard_panels(dashboard) for t in p.get("targets", [])]
+
+
+def label_values_call(query: str) -> tuple[str | None, str]:
+    """``label_values(selector, label)`` -> (selector or None, label)."""
+    m = re.fullmatch(r"\s*label_values\((?:(.*),\s*)?(\w+)\)\s*", query)
+    assert m, f"not a label_values() query: {query}"
+    return m.group(1), m.group(2)
+
+
+# --- OpenTelemetry Collector config ---------------------------------------------
+
+# Component types that exist in otelcol-contrib (the image the stack pins).
+KNOWN_COMPONENTS = {
+    "receivers": {"otlp", "prometheus", "hostmetrics", "filelog", "jaeger", "zipkin"},
+    "processors": {"memory_limiter", "batch", "tail_sampling", "probabilistic_sampler",
+                   "resource", "attributes", "filter", "transform", "k8sattributes",
+                   "resourcedetection"},
+    "exporters": {"otlp", "otlphttp", "loadbalancing", "prometheus", "prometheusremotewrite",
+                  "debug", "file"},
+    "connectors": {"spanmetrics", "forward", "routing", "count"},
+    "extensions": {"health_check", "pprof", "zpages", "basicauth", "bearertokenauth"},
+}
+_PIPELINE_KINDS = ("receivers", "processors", "exporters")
+
+
+def validate_collector(config: dict[str, Any]) -> list[str]:
+    """Problems in a collector config: undeclared, unused or unknown components."""
+    errors: list[str] = []
+    service = config.get("service") or {}
+    pipelines = service.get("pipelines") or {}
+    if not pipelines:
+        errors.append("service.pipelines is empty")
+    used: dict[str, set[str]] = {k: set() for k in (*_PIPELINE_KINDS, "connectors",
+                                                     "extensions")}
+    declared = {k: set((config.get(k) or {}).keys()) for k in used}
+    for kind, names in declared.items():
+        for name in names:
+            ctype = name.split("/", 1)[0]
+            if ctype not in KNOWN_COMPONENTS[kind]:
+                errors.append(f"{kind}: unknown component type {ctype!r} ({name})")
+    for pname, pipeline in pipelines.items():
+        ptype = pname.split("/", 1)[0]
+        if ptype not in ("traces", "metrics", "logs"):
+            errors.append(f"pipeline {pname}: unknown signal {ptype!r}")
+        for kind in _PIPELINE_KINDS:
+            names = pipeline.get(kind) or []
+            if kind != "processors" and not names:
+                errors.append(f"pipeline {pname}: no {kind}")
+            if len(set(names)) != len(names):
+                errors.append(f"pipeline {pname}: duplicate {kind}")
+            for name in names:
+                if name in declared[kind]:
+                    used[kind].add(name)
+                elif kind in ("receivers", "exporters") and name in declared["connectors"]:
+                    used["connectors"].add(name)
+                else:
+                    errors.append(f"pipeline {pname}: {kind[:-1]} {name!r} is not declared")
+        procs = pipeline.get("processors") or []
+        if procs and procs[0] != "memory_limiter":
+            errors.append(f"pipeline {pname}: memory_limiter must come first")
+        if "batch" in procs and procs[-1] != "batch":
+            errors.append(f"pipeline {pname}: batch must come last")
+    for name in service.get("extensions") or []:
+        if name in declared["extensions"]:
+            used["extensions"].add(name)
+        else:
+            errors.append(f"service.extensions: {name!r} is not declared")
+    for kind, names in declared.items():
+        for name in sorted(names - used[kind]):
+            errors.append(f"{kind}: {name!r} is declared but used nowhere")
+    return errors
+
+
+# --- Kubernetes manifests, offline ------------------------------------------------
+
+API_VERSIONS = {
+    "Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "ServiceAccount": "v1",
+    "Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
+    "PodDisruptionBudget": "policy/v1", "HorizontalPodAutoscaler": "autoscaling/v2",
+    "PrometheusRule": "monitoring.coreos.com/v1",
+}
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SVC_REF = re.compile(r"([a-z0-9-]+)\.([a-z0-9-]+)\.svc(?:\.cluster\.local)?:(\d+)")
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
+    """Schema-light checks and cross-references between manifests."""
+    errors: list[str] = []
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        kind = d.get("kind")
+        meta = d.get("metadata") or {}
+        name = meta.get("name", "")
+        where = f"{kind}/{name}"
+        if kind not in API_VERSIONS:
+            errors.append(f"{where}: unknown kind")
+            continue
+        if d.get("apiVersion") != API_VERSIONS[kind]:
+            errors.append(f"{where}: apiVersion {d.get('apiVersion')} != {API_VERSIONS[kind]}")
+        if not name or not _DNS1123.fullmatch(name) or len(name) > 253:
+            errors.append(f"{where}: bad metadata.name")
+        if kind != "Namespace" and not meta.get("namespace"):
+            errors.append(f"{where}: no metadata.namespace")
+        by_kind.setdefault(kind, []).append(d)
+
+    def ns(d: dict[str, Any]) -> str:
+        return str(d["metadata"].get("namespace", ""))
+
+    namespaces = {d["metadata"]["name"] for d in by_kind.get("Namespace", [])}
+    configmaps = {(ns(d), d["metadata"]["name"]): d for d in by_kind.get("ConfigMap", [])}
+    services = {(ns(d), d["metadata"]["name"]): d for d in by_kind.get("Service", [])}
+    workloads = [d for k in WORKLOADS for d in by_kind.get(k, [])]
+    for d in docs:
+        n = (d.get("metadata") or {}).get("namespace")
+        if n and n not in namespaces:
+            errors.append(f"{d['kind']}/{d['metadata']['name']}: namespace {n} not defined")
+
+    def container_ports(w: dict[str, Any]) -> tuple[set[str], set[int]]:
+        names: set[str] = set()
+        nums: set[int] = set()
+        for c in w["spec"]["template"]["spec"].get("containers", []):
+            for p in c.get("ports", []):
+                nums.add(int(p["containerPort"]))
+                if "name" in p:
+                    names.add(p["name"])
+        return names, nums
+
+    def check_ref(where: str, text: str) -> None:
+        for svc, namespace, port in _SVC_REF.findall(text):
+            if namespace not in namespaces:
+                continue  # a service of the user's own (Prometheus, Jaeger)
+            s = services.get((namespace, svc))
+            if s is None:
+                errors.append(f"{where}: refers to Service {namespace}/{svc}, not defined")
+            elif int(port) not in {int(p["port"]) for p in s["spec"].get("ports", [])}:
+                errors.append(f"{where}: Service {namespace}/{svc} has no port {port}")
+
+    for w in workloads:
+        where = f"{w['kind']}/{w['metadata']['name']}"
+        spec = w.get("spec") or {}
+        tmpl = spec.get("template") or {}
+        labels = (tmpl.get("metadata") or {}).get("labels") or {}
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        if not _matches(selector, labels):
+            errors.append(f"{where}: selector.matchLabels do not match the template labels")
+        pod = tmpl.get("spec") or {}
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        containers = pod.get("containers") or []
+        if not containers:
+            errors.append(f"{where}: no containers")
+        port_names, port_nums = container_ports(w)
+        for c in containers:
+            cw = f"{where} container {c.get('name')}"
+            image = str(c.get("image", ""))
+            tag = image.rsplit("/", 1)[-1]
+            if not c.get("name") or ":" not in tag or tag.endswith(":latest"):
+                errors.append(f"{cw}: needs a name and a pinned image tag ({image!r})")
+            for m in c.get("volumeMounts", []):
+                if m["name"] not in volumes:
+                    errors.append(f"{cw}: volumeMount {m['name']} has no volume")
+            for probe_name in ("readinessProbe", "livenessProbe", "startupProbe"):
+                probe = c.get(probe_name)
+                if probe and "httpGet" in probe:
+                    port = probe["httpGet"]["port"]
+                    if port not in port_names and port not in port_nums:
+                        errors.append(f"{cw}: {probe_name} port {port} not a container port")
+            defined: set[str] = set()
+            for env in c.get("env", []):
+                for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", str(env.get("value", ""))):
+                    if ref not in defined:
+                        errors.append(f"{cw}: env {env['name']} uses $({ref}) before it is set")
+                defined.add(env["name"])
+                check_ref(cw, str(env.get("value", "")))
+        for v in volumes.values():
+            cm = v.get("configMap")
+            if cm is None:
+                continue
+            target = configmaps.get((ns(w), cm["name"]))
+            if target is None:
+                errors.append(f"{where}: volume {v['name']} uses missing ConfigMap {cm['name']}")
+                continue
+            for item in cm.get("items", []):
+                if item["key"] not in (target.get("data") or {}):
+                    errors.append(f"{where}: ConfigMap {cm['name']} has no key {item['key']}")
+        if w["kind"] == "StatefulSet":
+            svc = services.get((ns(w), spec.get("serviceName", "")))
+            if svc is None or svc["spec"].get("clusterIP") != "None":
+                errors.append(f"{where}: serviceName must name a headless Service")
+
+    for key, s in services.items():
+        where = f"Service/{key[1]}"
+        sel = (s.get("spec") or {}).get("selector") or {}
+        backends = [w for w in workloads if ns(w) == key[0] and _matches(
+            sel, w["spec"]["template"]["metadata"].get("labels") or {})]
+        if not backends:
+            errors.append(f"{where}: selector matches no workload")
+        for p in s["spec"].get("ports", []):
+            target = p.get("targetPort", p["port"])
+            if not any(target in container_ports(w)[0] or target in container_ports(w)[1]
+                       for w in backends):
+                errors.append(f"{where}: targetPort {target} is not a port of its pods")
+
+    for (namespace, name), cm in configmaps.items():
+        for key, text in (cm.get("data") or {}).items():
+            if key.endswith((".yaml", ".yml")):
+                try:
+                    cfg = yaml.safe_load(text)
+                except yaml.YAMLError as e:
+                    errors.append(f"ConfigMap/{name} {key}: not YAML: {e}")
+                    continue
+                if isinstance(cfg, dict) and "service" in cfg and "receivers" in cfg:
+                    errors.extend(f"ConfigMap/{name}: {e}" for e in validate_collector(cfg))
+                check_ref(f"ConfigMap/{name}", text)
+                for exp_name, exp in ((cfg or {}).get("exporters") or {}).items():
+                    dns = ((exp or {}).get("resolver") or {}).get("dns")
+                    if dns:
+                        m = re.fullmatch(r"([a-z0-9-]+)\.([a-z0-9-]+)\.svc(?:\.cluster\.local)?",
+                                         dns["hostname"])
+                        svc = services.get((m.group(2), m.group(1))) if m else None
+                        if svc is None or svc["spec"].get("clusterIP") != "None":
+                            errors.append(f"ConfigMap/{name} {exp_name}: resolver must name "
+                                          "a headless Service")
+                        else:
+                            check_ref(f"ConfigMap/{name}", f"{dns['hostname']}:{dns['port']}")
+
+    for kind, ref_of in (("HorizontalPodAutoscaler", lambda d: d["spec"]["scaleTargetRef"]),):
+        for d in by_kind.get(kind, []):
+            ref = ref_of(d)
+            if not any(w["kind"] == ref["kind"] and w["metadata"]["name"] == ref["name"]
+                       and ns(w) == ns(d) for w in workloads):
+                errors.append(f"{kind}/{d['metadata']['name']}: target {ref} not defined")
+    for d in by_kind.get("PodDisruptionBudget", []):
+        sel = d["spec"]["selector"]["matchLabels"]
+        if not any(ns(w) == ns(d) and _matches(sel, w["spec"]["template"]["metadata"]["labels"])
+                   for w in workloads):
+            errors.append(f"PodDisruptionBudget/{d['metadata']['name']}: matches no workload")
+    for d in by_kind.get("PrometheusRule", []):
+        for g in (d.get("spec") or {}).get("groups") or []:
+            for r in g.get("rules", []):
+                if not r.get("expr") or not (r.get("alert") or r.get("record")):
+                    errors.append(f"PrometheusRule/{d['metadata']['name']}: bad rule {r}")
+    return errors

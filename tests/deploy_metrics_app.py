@@ -1,0 +1,50 @@
+"""A process that runs the scenario library with the plugin and serves /metrics.
+
+Used by the live Prometheus test: ``python tests/deploy_metrics_app.py PORT``. It
+serves OpenTelemetry metrics through opentelemetry-exporter-prometheus on
+127.0.0.1:PORT, runs every scenario once (before Prometheus' first scrape, so
+the orphan counter's first sample is already above zero), prints ``ready`` and
+then keeps running (and keeps orphaned tool bodies alive) until it is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import start_http_server
+
+from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry.scenarios import SCENARIOS, run_scenario
+
+
+async def main(port: int) -> None:
+    resource = Resource.create({"service.name": "adk-scenarios"})
+    reader = PrometheusMetricReader()
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    tracer_provider = TracerProvider(resource=resource)
+    plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    runs = []
+    for name in SCENARIOS:
+        with contextlib.suppress(Exception):
+            runs.append(await run_scenario(name, [plugin]))
+    # Metrics are all recorded before the endpoint opens: the first scrape
+    # already sees the orphan counter above zero.
+    server, thread = start_http_server(port, addr="127.0.0.1")
+    print("ready", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        server.shutdown()
+        for run in runs:
+            await run.probe.cleanup()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(int(sys.argv[1])))

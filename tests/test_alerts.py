@@ -1,0 +1,112 @@
+"""The Prometheus rules: promtool check/test, and what every alert must carry."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .deploy_helpers import (
+    ALERTS,
+    REPO,
+    RULE_TESTS,
+    RULES,
+    RUNBOOKS,
+    load_yaml,
+    require_tool,
+    run,
+)
+
+
+def _alerts() -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for g in load_yaml(RULES)["groups"] for r in g["rules"]
+            if "alert" in r}
+
+
+def test_promtool_check_rules() -> None:
+    res = run([require_tool("promtool"), "check", "rules", str(RULES)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_promtool_test_rules() -> None:
+    res = run([require_tool("promtool"), "test", "rules", str(RULE_TESTS)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout
+
+
+def test_the_four_alerts_exist_with_severity_summary_description_and_runbook() -> None:
+    alerts = _alerts()
+    assert set(alerts) == set(ALERTS)
+    for name, rule in alerts.items():
+        assert rule["labels"]["severity"] in ("critical", "warning"), name
+        ann = rule["annotations"]
+        assert ann["summary"].strip() and ann["description"].strip(), name
+        url = ann["runbook_url"]
+        assert url.startswith("https://") and url.endswith(f"/docs/runbooks/{name}.md"), url
+        runbook = RUNBOOKS / f"{name}.md"
+        assert runbook.is_file(), f"{runbook} missing"
+        text = runbook.read_text()
+        assert name in text and "## " in text, f"{runbook} is not a runbook"
+
+
+def test_every_alert_fires_and_stays_silent_in_the_unit_tests() -> None:
+    fires: dict[str, int] = {}
+    silent: dict[str, int] = {}
+    for case in load_yaml(RULE_TESTS)["tests"]:
+        for t in case.get("alert_rule_test", []):
+            bucket = fires if t.get("exp_alerts") else silent
+            bucket[t["alertname"]] = bucket.get(t["alertname"], 0) + 1
+    for name in ALERTS:
+        assert fires.get(name), f"no unit test makes {name} fire"
+        assert silent.get(name), f"no unit test keeps {name} silent"
+
+
+def test_first_sample_case_is_covered() -> None:
+    """A counter whose first sample is already > 0 must make AdkToolTaskOrphaned fire."""
+    covered = False
+    for case in load_yaml(RULE_TESTS)["tests"]:
+        for s in case["input_series"]:
+            if not s["series"].startswith("adk_tool_task_orphaned_total"):
+                continue
+            first = float(str(s["values"]).split()[0].split("x")[0].split("+")[0])
+            if first <= 0:
+                continue
+            covered |= any(t["alertname"] == "AdkToolTaskOrphaned" and t.get("exp_alerts")
+                           and t["eval_time"] in ("0m", "0s", "1m")
+                           for t in case["alert_rule_test"])
+    assert covered
+
+
+def test_no_test_fields_newer_than_promtool_2_42() -> None:
+    text = RULE_TESTS.read_text()
+    for field in ("fuzzy_compare", "start_timestamp"):
+        assert field not in text
+
+
+def test_the_unit_tests_catch_an_orphan_rule_without_its_first_sample_branch(
+        tmp_path: Path) -> None:
+    """Proves the promtool tests bite: drop the `unless ... offset` branch and they fail."""
+    promtool = require_tool("promtool")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "tests").mkdir()
+    rules = load_yaml(RULES)
+    for g in rules["groups"]:
+        for r in g["rules"]:
+            if r.get("alert") == "AdkToolTaskOrphaned":
+                r["expr"] = ("sum by (job, adk_app_name, gen_ai_agent_name, gen_ai_tool_name) "
+                             "(increase(adk_tool_task_orphaned_total[10m]) > 0)")
+    import yaml
+
+    (tmp_path / "rules" / RULES.name).write_text(yaml.safe_dump(rules))
+    shutil.copy(RULE_TESTS, tmp_path / "tests" / RULE_TESTS.name)
+    res = run([promtool, "test", "rules", str(tmp_path / "tests" / RULE_TESTS.name)])
+    assert res.returncode != 0
+    assert "first sample ever seen is already above zero" in res.stdout + res.stderr
+
+
+def test_runbooks_link_back_to_the_rules() -> None:
+    for name in ALERTS:
+        text = (RUNBOOKS / f"{name}.md").read_text()
+        assert "deploy/prometheus/rules/adk-task-telemetry.rules.yml" in text, name
+    assert (REPO / "docs" / "deploy.md").is_file()

@@ -1,0 +1,60 @@
+"""The collector config uses only components it declares, and samples as documented."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .deploy_helpers import DEPLOY, load_yaml, validate_collector
+
+CONFIG = DEPLOY / "otel-collector" / "config.yaml"
+
+
+def _config() -> dict[str, Any]:
+    data: dict[str, Any] = load_yaml(CONFIG)
+    return data
+
+
+def test_every_component_is_declared_and_used() -> None:
+    assert validate_collector(_config()) == []
+
+
+def test_the_validator_catches_undeclared_and_unused_components() -> None:
+    cfg = copy.deepcopy(_config())
+    cfg["service"]["pipelines"]["traces"]["processors"].insert(1, "attributes/missing")
+    cfg["exporters"]["debug"] = {}
+    errors = validate_collector(cfg)
+    assert any("'attributes/missing' is not declared" in e for e in errors), errors
+    assert any("'debug' is declared but used nowhere" in e for e in errors), errors
+
+
+def test_pipelines_and_receivers() -> None:
+    cfg = _config()
+    otlp = cfg["receivers"]["otlp"]["protocols"]
+    assert otlp["grpc"]["endpoint"].endswith(":4317")
+    assert otlp["http"]["endpoint"].endswith(":4318")
+    pipes = cfg["service"]["pipelines"]
+    assert pipes["traces"]["processors"] == ["memory_limiter", "tail_sampling", "batch"]
+    assert pipes["metrics"]["processors"] == ["memory_limiter", "batch"]
+    assert pipes["traces"]["exporters"] == ["otlp/jaeger"]
+    assert pipes["metrics"]["exporters"] == ["otlphttp/prometheus"]
+
+
+def test_tail_sampling_keeps_orphaned_and_errored_tool_tasks() -> None:
+    ts = _config()["processors"]["tail_sampling"]
+    policies = {p["name"]: p for p in ts["policies"]}
+    ottl = next(p for p in policies.values() if p["type"] == "ottl_condition")
+    span_conds = " ".join(ottl["ottl_condition"]["span"])
+    assert 'attributes["adk.tool_task.outcome"] == "orphaned"' in span_conds
+    assert 'attributes["adk.tool_task.outcome"] == "error"' in span_conds
+    assert 'name == "orphaned_task"' in ottl["ottl_condition"]["spanevent"]
+    assert any(p["type"] == "status_code" for p in policies.values())
+    rest = [p for p in policies.values() if p["type"] == "probabilistic"]
+    assert rest and 0 < rest[0]["probabilistic"]["sampling_percentage"] < 100
+    # late spans of a kept trace (an orphan's run span) follow the cached decision
+    assert ts["decision_cache"]["sampled_cache_size"] >= ts["num_traces"]
+
+
+def test_memory_limiter_is_configured() -> None:
+    ml = _config()["processors"]["memory_limiter"]
+    assert ml["check_interval"] and ml["limit_mib"] > ml["spike_limit_mib"] > 0
