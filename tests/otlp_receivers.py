@@ -147,7 +147,7 @@ class GrpcReceiver:
 
     protocol = "grpc"
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.received = Received()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
@@ -155,7 +155,7 @@ class GrpcReceiver:
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(
             _Metrics(self.received), self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Logs(self.received), self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
         self._server.start()
 
     @property

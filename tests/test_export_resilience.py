@@ -1,0 +1,148 @@
+"""An OTLP endpoint that refuses, black-holes or fails must never reach the agent.
+
+Each case runs many real scripted ADK runs in a fresh process whose exporters point
+at a broken 127.0.0.1 endpoint, with small queues so they overflow. What must hold:
+every run completes, nothing is raised, the span queue stays at its bound, exactly
+one warning explains the situation, and no exporter or SDK message repeats per batch.
+No wall-clock assertion: timings are reported by benchmarks/bench_dead_endpoint.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Thread
+from typing import Any
+
+import pytest
+
+from .otlp_receivers import BlackHole, GrpcReceiver, refusing_endpoint, run_child
+
+QUEUE = 64
+ENV = {
+    "OTEL_BSP_MAX_QUEUE_SIZE": str(QUEUE), "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16",
+    "OTEL_BSP_SCHEDULE_DELAY": "20",
+    "OTEL_BLRP_MAX_QUEUE_SIZE": str(QUEUE), "OTEL_BLRP_MAX_EXPORT_BATCH_SIZE": "16",
+    "OTEL_BLRP_SCHEDULE_DELAY": "20",
+    "OTEL_METRIC_EXPORT_INTERVAL": "100",
+}
+ROUNDS = 8  # x (4 tool tasks + ~10 ADK spans) per round: more spans than QUEUE holds
+
+
+class _Failing503:
+    """Answers every OTLP/HTTP export with 503, as an overloaded collector does."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        Thread(target=self._server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
+    kind = request.param
+    if kind == "refusing":
+        yield refusing_endpoint()
+    elif kind == "blackhole":
+        hole = BlackHole()
+        yield hole.endpoint
+        hole.stop()
+    else:
+        failing = _Failing503()
+        yield failing.endpoint
+        failing.stop()
+
+
+CASES = [("grpc", "refusing"), ("http/protobuf", "refusing"), ("grpc", "blackhole"),
+         ("http/protobuf", "blackhole"), ("http/protobuf", "503")]
+
+
+@pytest.mark.parametrize(("protocol", "endpoint"), CASES, indirect=["endpoint"],
+                         ids=[f"{p}-{k}" for p, k in CASES])
+def test_broken_endpoint_never_reaches_the_agent(protocol: str, endpoint: str) -> None:
+    result = run_child({
+        "configure": {"service_name": "dead", "endpoint": endpoint, "protocol": protocol,
+                      "timeout": 1},
+        "scenarios": ["parallel_calls", "single_call"], "rounds": ROUNDS,
+        "direct_orphan": True}, env=ENV)
+    assert result["errors"] == [], result["errors"]
+    assert len(result["scenarios"]) == 2 * ROUNDS  # every run completed
+    assert result["plugin_internal_errors"] == 0
+    assert result["queue_max"]["spans"] <= QUEUE  # bounded, although nothing got out
+    assert result["export_failing"] is True
+    ours = [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
+    assert len(ours) == 1, json.dumps(ours, indent=1)
+    msg = ours[0]["message"]
+    assert "cannot export telemetry" in msg and endpoint in msg and "agent is not affected" in msg
+    noise = [x for x in result["logs"] if x["logger"].startswith("opentelemetry.exporter")
+             or "queue full" in x["message"].lower()]
+    assert noise == [], json.dumps(noise, indent=1)
+    assert "Traceback" not in result["stderr"], result["stderr"][-3000:]
+
+
+def test_export_recovers_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """Down first, then a collector appears on the same port: one warning each way,
+    and the breaker lets the next batch through once its cooldown is over."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from adk_task_telemetry import setup
+
+    spans = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(spans))
+    for name in ("one", "two", "three"):
+        tp.get_tracer("t").start_span(name).end()
+    one, two, three = spans.get_finished_spans()
+
+    endpoint = refusing_endpoint()
+    port = int(endpoint.rsplit(":", 1)[1])
+    quiet = setup._QuietExporterLogs()
+    health = setup._ExportHealth("traces", endpoint, cooldown=3600.0,
+                                 outage=setup._Outage(quiet))
+    exporter = setup._GuardedSpanExporter(
+        OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=1), health)
+    caplog.set_level(logging.WARNING, logger="adk_task_telemetry.export")
+    receiver = None
+    try:
+        assert exporter.export([one]) == SpanExportResult.FAILURE
+        assert health.failing
+        # Within the cooldown a batch is dropped without touching the network.
+        assert exporter.export([two]) == SpanExportResult.FAILURE
+        assert health.dropped_batches == 1
+        receiver = GrpcReceiver(port=port)
+        health.cooldown = 0.0
+        # A fresh channel: gRPC's own reconnect backoff is not what is tested here.
+        exporter._inner.shutdown()
+        exporter._inner = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=10)
+        assert exporter.export([three]) == SpanExportResult.SUCCESS
+        assert not health.failing
+        names = [s.name for _, _, s in receiver.received.spans()]
+        assert names == ["three"]
+    finally:
+        exporter.shutdown()
+        tp.shutdown()
+        if receiver is not None:
+            receiver.stop()
+    texts = [r.getMessage() for r in caplog.records if r.name == "adk_task_telemetry.export"]
+    assert len(texts) == 2, texts
+    assert "cannot export telemetry" in texts[0] and "works again" in texts[1]
