@@ -1,0 +1,119 @@
+"""Settings precedence of configure_telemetry(): argument, per-signal variable,
+general variable, default (docs/configuration.md). Pure functions, no globals."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+
+from adk_task_telemetry import _env, setup
+
+
+def test_defaults_follow_the_specification() -> None:
+    t = _env.resolve_target("traces", environ={})
+    assert (t.protocol, t.endpoint, t.headers) == (
+        "http/protobuf", "http://localhost:4318/v1/traces", {})
+    assert t.timeout == _env.DEFAULT_TIMEOUT_S
+    g = _env.resolve_target("metrics", protocol="grpc", environ={})
+    assert (g.endpoint, g.insecure) == ("http://localhost:4317", True)
+    assert _env.exemplar_filter_name(None, {}) == "trace_based"
+    assert _env.metric_export_interval_millis(None, {}) == 60_000.0
+    assert not _env.otlp_endpoint_configured({})
+
+
+def test_general_variables_apply_to_every_signal() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+           "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc,x-team=agents",
+           "OTEL_EXPORTER_OTLP_TIMEOUT": "2500"}
+    for signal in _env.SIGNALS:
+        t = _env.resolve_target(signal, environ=env)
+        assert t.endpoint == f"http://collector:4318/v1/{signal}"
+        assert t.headers == {"Authorization": "Bearer abc", "x-team": "agents"}
+        assert t.timeout == 2.5  # milliseconds, as the specification says
+    assert _env.otlp_endpoint_configured(env)
+
+
+def test_per_signal_variables_beat_general_ones_and_are_used_as_is() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://tempo:443/otlp/traces",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "grpc",
+           "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://loki:4317",
+           "OTEL_EXPORTER_OTLP_HEADERS": "a=1",
+           "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "b=2",
+           "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
+           "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "3000"}
+    traces = _env.resolve_target("traces", environ=env)
+    assert (traces.endpoint, traces.insecure) == ("https://tempo:443/otlp/traces", False)
+    metrics = _env.resolve_target("metrics", environ=env)
+    assert metrics.endpoint == "http://collector:4318/v1/metrics"
+    assert (metrics.headers, metrics.timeout) == ({"b": "2"}, 3.0)
+    logs = _env.resolve_target("logs", environ=env)
+    assert (logs.protocol, logs.endpoint, logs.headers) == ("grpc", "http://loki:4317", {"a": "1"})
+
+
+def test_explicit_arguments_beat_every_variable() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://env-traces:4318/v1/traces",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_HEADERS": "from=env", "OTEL_EXPORTER_OTLP_TIMEOUT": "9000",
+           "OTEL_METRIC_EXPORT_INTERVAL": "1000", "OTEL_METRICS_EXEMPLAR_FILTER": "always_off",
+           "OTEL_SDK_DISABLED": "true"}
+    t = _env.resolve_target("traces", endpoint="http://args:4317", protocol="grpc",
+                            headers={"From": "args"}, timeout=0.5, environ=env)
+    assert (t.protocol, t.endpoint, t.timeout) == ("grpc", "http://args:4317", 0.5)
+    assert t.headers == {"from": "args"}  # gRPC metadata keys are lower case
+    h = _env.resolve_target("logs", endpoint="http://args:4318", protocol="http/protobuf",
+                            environ=env)
+    assert h.endpoint == "http://args:4318/v1/logs"  # a base URL, like the general variable
+    assert _env.metric_export_interval_millis(250, env) == 250
+    assert _env.metric_export_interval_millis(None, env) == 1000
+    assert _env.exemplar_filter_name("always_on", env) == "always_on"
+    assert _env.exemplar_filter_name(None, env) == "always_off"
+    assert _env.sdk_disabled(False, env) is False
+    assert _env.sdk_disabled(None, env) is True
+
+
+def test_scheme_less_endpoints_and_bad_values() -> None:
+    assert _env.resolve_target("traces", endpoint="collector:4317", protocol="grpc",
+                               environ={}).endpoint == "http://collector:4317"
+    secure = _env.resolve_target("traces", endpoint="collector:4317", protocol="grpc",
+                                 environ={"OTEL_EXPORTER_OTLP_INSECURE": "false"})
+    assert (secure.endpoint, secure.insecure) == ("https://collector:4317", False)
+    with pytest.raises(ValueError, match="protocol"):
+        _env.resolve_target("traces", protocol="carrier-pigeon", environ={})
+    # A bad variable is not worth crashing the agent over: warn and use the default.
+    bad = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
+           "OTEL_EXPORTER_OTLP_HEADERS": "novalue,k=v", "OTEL_METRICS_EXEMPLAR_FILTER": "x"}
+    t = _env.resolve_target("traces", environ=bad)
+    assert (t.protocol, t.timeout, t.headers) == ("http/protobuf", 5.0, {"k": "v"})
+    assert _env.exemplar_filter_name(None, bad) == "trace_based"
+    with pytest.raises(ValueError):
+        _env.exemplar_filter_name("sometimes", {})
+    assert not _env.sdk_disabled(None, {"OTEL_SDK_DISABLED": "yes"})  # only "true" disables
+
+
+def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(setup, "_active", None)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    before = trace.get_tracer_provider()
+    handle = setup.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
+    assert handle.enabled is False
+    assert handle.tracer_provider is None and handle.meter_provider is None
+    assert trace.get_tracer_provider() is before
+    assert setup.configure_telemetry() is handle  # calling again is harmless
+    assert handle.force_flush() is True
+    handle.shutdown()
+    handle.shutdown()
+
+
+def test_a_typo_in_an_argument_fails_at_configure_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(setup, "_active", None)
+    before = trace.get_tracer_provider()
+    with pytest.raises(ValueError, match="protocol"):
+        setup.configure_telemetry(protocol="grcp")
+    with pytest.raises(ValueError, match="exemplar_filter"):
+        setup.configure_telemetry(exemplar_filter="sometimes")
+    assert trace.get_tracer_provider() is before
+    assert setup._active is None
