@@ -106,10 +106,10 @@ class Prometheus:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"prometheus exited: {self.log()}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"{self.url}/-/ready", timeout=1) as r:
+                if r.status == 200:
+                    return
             time.sleep(0.1)
         raise AssertionError(f"prometheus not ready in {timeout}s: {self.log()}")
 
@@ -223,12 +223,12 @@ def validate_collector(config: dict[str, Any]) -> list[str]:
         if ptype not in ("traces", "metrics", "logs"):
             errors.append(f"pipeline {pname}: unknown signal {ptype!r}")
         for kind in _PIPELINE_KINDS:
-            names = pipeline.get(kind) or []
-            if kind != "processors" and not names:
+            members: list[str] = list(pipeline.get(kind) or [])
+            if kind != "processors" and not members:
                 errors.append(f"pipeline {pname}: no {kind}")
-            if len(set(names)) != len(names):
+            if len(set(members)) != len(members):
                 errors.append(f"pipeline {pname}: duplicate {kind}")
-            for name in names:
+            for name in members:
                 if name in declared[kind]:
                     used[kind].add(name)
                 elif kind in ("receivers", "exporters") and name in declared["connectors"]:
@@ -385,7 +385,7 @@ def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
                        for w in backends):
                 errors.append(f"{where}: targetPort {target} is not a port of its pods")
 
-    for (namespace, name), cm in configmaps.items():
+    for (_, name), cm in configmaps.items():
         for key, text in (cm.get("data") or {}).items():
             if key.endswith((".yaml", ".yml")):
                 try:
@@ -408,12 +408,12 @@ def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
                         else:
                             check_ref(f"ConfigMap/{name}", f"{dns['hostname']}:{dns['port']}")
 
-    for kind, ref_of in (("HorizontalPodAutoscaler", lambda d: d["spec"]["scaleTargetRef"]),):
-        for d in by_kind.get(kind, []):
-            ref = ref_of(d)
-            if not any(w["kind"] == ref["kind"] and w["metadata"]["name"] == ref["name"]
-                       and ns(w) == ns(d) for w in workloads):
-                errors.append(f"{kind}/{d['metadata']['name']}: target {ref} not defined")
+    for d in by_kind.get("HorizontalPodAutoscaler", []):
+        ref = d["spec"]["scaleTargetRef"]
+        if not any(w["kind"] == ref["kind"] and w["metadata"]["name"] == ref["name"]
+                   and ns(w) == ns(d) for w in workloads):
+            errors.append(f"HorizontalPodAutoscaler/{d['metadata']['name']}: target {ref} "
+                          "not defined")
     for d in by_kind.get("PodDisruptionBudget", []):
         sel = d["spec"]["selector"]["matchLabels"]
         if not any(ns(w) == ns(d) and _matches(sel, w["spec"]["template"]["metadata"]["labels"])

@@ -56,7 +56,7 @@ def test_images_are_pinned_and_of_the_right_majors(resolved: dict[str, Any]) -> 
     services = resolved["services"]
     assert set(services) == SERVICES
     images = {name: s["image"] for name, s in services.items()}
-    for name, image in images.items():
+    for image in images.values():
         repo, _, tag = image.rpartition(":")
         assert repo and tag and tag != "latest" and any(c.isdigit() for c in tag), image
     assert images["otel-collector"].startswith("otel/opentelemetry-collector-contrib:")
