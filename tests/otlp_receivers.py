@@ -353,7 +353,10 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
                         "metrics": handle.meter_provider is not None,
                         "logs": handle.logger_provider is not None}
     if spec.get("announce"):  # tell the parent where to scrape, then go on
-        print("READY " + json.dumps({"prometheus_port": handle.prometheus_port}), flush=True)
+        server = handle._prom_server
+        print("READY " + json.dumps({
+            "prometheus_port": handle.prometheus_port,
+            "prometheus_bound": server.server_address[0] if server else None}), flush=True)
 
     plugin = TaskTelemetryPlugin()
     loop_lag: list[float] = []

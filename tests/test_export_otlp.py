@@ -267,3 +267,23 @@ def test_app_providers_are_left_alone_and_nothing_is_doubled() -> None:
         assert [p.as_int for p in started][-1:] == [1]
     finally:
         receiver.stop()
+
+
+def test_interpreter_exit_flushes_what_is_buffered() -> None:
+    """No shutdown() call: the atexit hook must still deliver spans, metrics and logs."""
+    receiver = HttpReceiver()
+    try:
+        result = run_child({
+            "explicit_shutdown": False, "scenarios": ["single_call"], "direct_orphan": True,
+            "configure": {"endpoint": receiver.endpoint, "protocol": "http/protobuf"}},
+            # Long delays: only the exit flush can have sent anything.
+            env={"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BLRP_SCHEDULE_DELAY": "600000",
+                 "OTEL_METRIC_EXPORT_INTERVAL": "600000"})
+        assert result["errors"] == []
+        rx = receiver.received
+        assert rx.wait_for(lambda: bool(rx.traces and rx.metrics and rx.logs), timeout=10)
+        calls = {attrs(s.attributes)["gen_ai.tool.call.id"] for s in rx.tool_spans()}
+        assert calls == {"call-1", "call-direct-orphan"}
+        assert {m.name for _, m in rx.metric_list()} >= {"adk.tool_task.started"}
+    finally:
+        receiver.stop()

@@ -1,0 +1,171 @@
+"""configure_telemetry(prometheus_port=...) scraped by a real Prometheus server.
+
+Debian's ``prometheus`` (2.42) runs on a free 127.0.0.1 port with a temporary
+config and storage, scrapes the instrumented process every second, and its HTTP
+API must return the adk_tool_task_* series with the contract's names and labels.
+``make test`` installs the package where it can; without it this test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .otlp_receivers import free_port, start_child
+
+BASE = {"gen_ai_tool_name", "gen_ai_agent_name", "adk_tool_task_kind", "adk_app_name"}
+SERIES = {  # Prometheus name -> labels beyond BASE it may carry
+    "adk_tool_task_started_total": set(),
+    "adk_tool_task_active": set(),
+    "adk_tool_task_duration_seconds_bucket": {"adk_tool_task_outcome", "error_type", "le"},
+    "adk_tool_task_duration_seconds_sum": {"adk_tool_task_outcome", "error_type"},
+    "adk_tool_task_duration_seconds_count": {"adk_tool_task_outcome", "error_type"},
+    "adk_tool_task_orphaned_total": {"adk_run_end_trigger"},
+    "adk_tool_task_orphans_alive": set(),
+    "adk_tool_task_orphan_lifetime_seconds_bucket": {"adk_tool_task_outcome", "le"},
+    "adk_tool_task_orphan_lifetime_seconds_sum": {"adk_tool_task_outcome"},
+    "adk_tool_task_orphan_lifetime_seconds_count": {"adk_tool_task_outcome"},
+}
+# Added by Prometheus or by the exporter, not by us.
+SCRAPE_LABELS = {"__name__", "job", "instance", "otel_scope_name", "otel_scope_version",
+                 "otel_scope_schema_url"}
+
+
+def _prometheus_binary() -> str:
+    binary = shutil.which("prometheus") or (
+        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
+    if binary is None:
+        pytest.fail("the Prometheus server is not installed: `apt-get install prometheus` "
+                    "(Debian; `make test` does it when run as root)", pytrace=False)
+    return binary
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _wait(what: str, check: Any, proc: subprocess.Popen[str] | None = None,
+          timeout: float = 40.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise AssertionError(f"{what}: process exited: {err}")
+        try:
+            last = check()
+            if last:
+                return last
+        except OSError as exc:
+            last = exc
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def instrumented() -> Iterator[tuple[subprocess.Popen[str], int, str]]:
+    """A process with configure_telemetry(prometheus_port=0) that ran real scenarios."""
+    proc = start_child({
+        "configure": {"service_name": "prom-test", "prometheus_port": 0},
+        "scenarios": ["single_call", "parallel_one_fails", "seed_bug"],
+        "direct_orphan": True, "announce": True})
+    try:
+        assert proc.stdout is not None
+        ready = _wait("the instrumented process", proc.stdout.readline, proc)
+        assert ready.startswith("READY "), ready
+        info = json.loads(ready[len("READY "):])
+        done = proc.stdout.readline()
+        assert done.strip() == "SCENARIOS-DONE", done
+        yield proc, int(info["prometheus_port"]), info["prometheus_bound"]
+    finally:
+        if proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+                proc.wait(timeout=20)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, instrumented: tuple[subprocess.Popen[str], int, str]
+               ) -> Iterator[str]:
+    binary = _prometheus_binary()
+    _, target_port, _ = instrumented
+    web_port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: agent\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{target_port}']\n")
+    log = (tmp_path / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{web_port}"],
+        stdout=log, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{web_port}"
+    try:
+        def ready() -> bool:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                return r.status == 200
+        _wait("Prometheus to be ready", ready, proc)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def test_the_endpoint_listens_on_loopback_only(
+        instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
+    _, port, bound = instrumented
+    assert bound == "127.0.0.1"  # the default: not reachable from other hosts
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    assert "adk_tool_task_started_total{" in text
+    assert 'service_name="prom-test"' in text  # target_info carries the resource
+
+
+def test_prometheus_scrapes_the_contract_series(prometheus: str) -> None:
+    query = urllib.parse.quote('{__name__=~"adk_tool_task_.*"}')
+
+    def series() -> list[dict[str, str]] | None:
+        data = _get(f"{prometheus}/api/v1/query?query={query}")
+        result = [r["metric"] for r in data["data"]["result"]]
+        names = {m["__name__"] for m in result}
+        return result if set(SERIES) <= names else None
+
+    found = _wait("adk_tool_task_* series in Prometheus", series)
+    names = {m["__name__"] for m in found}
+    assert names == set(SERIES), sorted(names ^ set(SERIES))
+    for m in found:
+        labels = set(m) - SCRAPE_LABELS
+        extra = SERIES[m["__name__"]]
+        assert BASE <= labels <= BASE | extra, (m["__name__"], sorted(labels))
+        assert "gen_ai_tool_call_id" not in m and "gen_ai_conversation_id" not in m
+        assert m["job"] == "agent"
+    started = {(m["gen_ai_tool_name"], m["adk_tool_task_kind"]) for m in found
+               if m["__name__"] == "adk_tool_task_started_total"}
+    assert ("lookup_order", "call") in started and ("monitor_stock", "streaming") in started
+
+    # The values, through PromQL, as a dashboard would read them.
+    q = urllib.parse.quote('sum by (adk_run_end_trigger) (adk_tool_task_orphaned_total)')
+    orphaned = {r["metric"].get("adk_run_end_trigger"): float(r["value"][1])
+                for r in _get(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]}
+    assert orphaned.get("after_run") == 1.0  # the direct orphan; the seed one is version-gated
+    q = urllib.parse.quote(
+        'sum(adk_tool_task_duration_seconds_count{gen_ai_tool_name="slow_search"})')
+    result = _get(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]
+    assert float(result[0]["value"][1]) == 2.0
