@@ -425,3 +425,34 @@ def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
                 if not r.get("expr") or not (r.get("alert") or r.get("record")):
                     errors.append(f"PrometheusRule/{d['metadata']['name']}: bad rule {r}")
     return errors
+
+
+# --- the telemetry contract, as Prometheus names it --------------------------------
+
+
+def contract_names() -> tuple[set[str], set[str]]:
+    """(metric names, label names) in Prometheus, from semconv (DESIGN.md's translation)."""
+    from adk_task_telemetry import semconv as sc
+
+    def prom(name: str) -> str:
+        return re.sub(r"[^a-zA-Z0-9:]+", "_", name)
+
+    metrics = {prom(sc.METRIC_STARTED) + "_total", prom(sc.METRIC_ACTIVE),
+               prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE)}
+    for hist in (sc.METRIC_DURATION, sc.METRIC_ORPHAN_LIFETIME):
+        metrics |= {prom(hist) + "_seconds" + s for s in ("_bucket", "_sum", "_count")}
+    labels = {prom(a) for a in (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME,
+                                sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
+                                sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE,
+                                sc.ADK_RUN_END_TRIGGER)}
+    return metrics, labels
+
+
+def check_contract_names(expr: str) -> list[str]:
+    """Metric and contract-label names in ``expr`` that the contract does not define."""
+    metrics, labels = contract_names()
+    bad = [m for m in re.findall(r"\badk_tool_task_\w+", expr)
+           if m not in metrics and m not in labels]
+    bad += [lbl for lbl in re.findall(r"\b(?:gen_ai|adk)_[a-z_]+\b", expr)
+            if not lbl.startswith("adk_tool_task_") and lbl not in labels]
+    return bad

@@ -12,6 +12,7 @@ from .deploy_helpers import (
     RULE_TESTS,
     RULES,
     RUNBOOKS,
+    check_contract_names,
     load_yaml,
     require_tool,
     run,
@@ -110,3 +111,11 @@ def test_runbooks_link_back_to_the_rules() -> None:
         text = (RUNBOOKS / f"{name}.md").read_text()
         assert "deploy/prometheus/rules/adk-task-telemetry.rules.yml" in text, name
     assert (REPO / "docs" / "deploy.md").is_file()
+
+
+def test_rules_use_only_contract_metric_and_label_names() -> None:
+    for g in load_yaml(RULES)["groups"]:
+        for r in g["rules"]:
+            assert check_contract_names(r["expr"]) == [], r.get("alert") or r.get("record")
+    assert check_contract_names("rate(adk_tool_task_orphan_total[5m])") == [
+        "adk_tool_task_orphan_total"]

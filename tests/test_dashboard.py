@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from .deploy_helpers import (
     DASHBOARD_CODE,
     DASHBOARD_JSON,
     Prometheus,
+    check_contract_names,
     dashboard_panels,
     dashboard_targets,
     label_values_call,
@@ -121,7 +121,13 @@ def test_the_parse_check_can_fail(prom: Prometheus) -> None:
     assert res["status"] == "error" and res["errorType"] == "bad_data"
 
 
-def test_no_unresolved_variables_after_substitution(dashboard: dict[str, Any],
-                                                    tmp_path: Path) -> None:
+def test_no_unresolved_variables_after_substitution(dashboard: dict[str, Any]) -> None:
     for _, t in dashboard_targets(dashboard):
         assert "$" not in substitute(t["expr"])
+
+
+def test_queries_use_only_contract_metric_and_label_names(dashboard: dict[str, Any]) -> None:
+    for title, t in dashboard_targets(dashboard):
+        assert check_contract_names(t["expr"]) == [], title
+    for v in dashboard["templating"]["list"]:
+        assert check_contract_names(str(v.get("query", ""))) == [], v["name"]

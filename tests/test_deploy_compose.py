@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,7 +166,7 @@ def test_alertmanager_routes_to_defined_webhook_receivers() -> None:
     assert used_sev <= severities
 
 
-def test_scrape_only_config_passes_promtool(tmp_path: Path) -> None:
+def test_scrape_only_config_passes_promtool() -> None:
     res = run([require_tool("promtool"), "check", "config",
                str(DEPLOY / "prometheus" / "prometheus-scrape.yml")])
     assert res.returncode == 0, res.stdout + res.stderr

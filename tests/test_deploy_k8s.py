@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -81,6 +80,6 @@ def test_prometheusrule_is_the_tested_rules_file() -> None:
     assert render.main(["--check"]) == 0, "run python deploy/k8s/render_prometheusrule.py"
 
 
-def test_every_manifest_parses_as_yaml(tmp_path: Path) -> None:
+def test_every_manifest_parses_as_yaml() -> None:
     for f in K8S.glob("*.yaml"):
         assert load_yaml_all(f), f
