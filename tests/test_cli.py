@@ -1,0 +1,378 @@
+"""The ``adk-task-telemetry`` command, run for real in a subprocess.
+
+Each test runs in every ADK virtualenv (``make test``); what the CLI must report
+depends on whether the installed google-adk has issue 7058 (before 2.13.0).
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import os
+import platform
+import pty
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from importlib.metadata import version as dist_version
+from typing import Any
+
+import pytest
+
+from adk_task_telemetry import __version__, adk_compat
+from adk_task_telemetry._render import innermost_user_frame
+from adk_task_telemetry.cli import main
+from adk_task_telemetry.scenarios import SCENARIOS
+
+BUGGY = adk_compat.ADK_VERSION < (2, 13, 0)
+#: What audit and demo run by default (scenarios leaking on every ADK version only
+#: when named).
+CORPUS = [n for n, s in SCENARIOS.items() if getattr(s, "audit", True)]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CMD = [sys.executable, "-m", "adk_task_telemetry.cli"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "TERM")}
+    env.update({"COLUMNS": "110", "TERM": "xterm-256color", "PYTHONIOENCODING": "utf-8"})
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=120,
+                          env=_env(**env), stdin=subprocess.DEVNULL)
+
+
+def cli_in_pty(*args: str, **env: str) -> tuple[int, str]:
+    """Runs with stdout on a pseudo-terminal: the CLI sees a TTY."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*CMD, *args], stdout=slave, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env=_env(**env))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def audit_json() -> tuple[int, dict[str, Any], str]:
+    """The whole corpus, once per module: ``audit --json``."""
+    proc = cli("audit", "--json")
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+# --- audit -----------------------------------------------------------------------
+
+
+def test_audit_json_exit_code_and_verdict(audit_json: tuple[int, dict[str, Any], str]) -> None:
+    code, doc, _ = audit_json
+    assert doc["schema"] == "adk-task-telemetry/audit/v1"
+    assert doc["versions"]["google-adk"] == adk_compat.ADK_VERSION_STRING
+    assert doc["versions"]["adk-task-telemetry"] == __version__
+    assert doc["exit_code"] == code
+    if BUGGY:
+        assert code == 1
+        assert doc["verdict"] == "orphaned"
+        assert doc["totals"]["orphaned"] >= 1
+    else:
+        assert code == 0
+        assert doc["verdict"] == "clean"
+        assert doc["totals"]["orphaned"] == 0
+        assert all(s["verdict"] == "clean" for s in doc["scenarios"])
+
+
+def test_audit_json_names_the_seed_orphan(audit_json: tuple[int, dict[str, Any], str]) -> None:
+    _, doc, _ = audit_json
+    seed = next(s for s in doc["scenarios"] if s["name"] == "seed_bug")
+    if BUGGY:
+        assert seed["verdict"] == "orphaned"
+        orphan = next(o for o in seed["orphans"] if o["call_id"] == "call-goog")
+        assert orphan["tool"] == "monitor_stock"
+        assert orphan["kind"] == "streaming"
+        assert orphan["still_running"] is True  # a real leak, not a late report
+        assert orphan["stuck_at"]["function"] == "monitor_stock"
+        assert orphan["stuck_at"]["file"].endswith("library.py")
+        assert "asyncio.sleep" in orphan["stuck_at"]["code"]
+        assert orphan["end_trigger"]
+    else:
+        assert seed["verdict"] == "clean"
+        assert seed["orphans"] == []
+        assert seed["ended"]["cancelled"] == 2
+    assert seed["started"] == 2
+
+
+def test_audit_json_covers_the_corpus_consistently(
+        audit_json: tuple[int, dict[str, Any], str]) -> None:
+    _, doc, _ = audit_json
+    names = [s["name"] for s in doc["scenarios"]]
+    assert names[0] == "seed_bug"
+    assert sorted(names) == sorted(CORPUS)
+    for s in doc["scenarios"]:
+        assert s["failure"] is None, s
+        assert s["plugin_internal_errors"] == 0, s
+        # Metrics (started/ended/orphaned) and spans (tasks) tell the same story.
+        assert s["started"] == sum(s["ended"].values()) + s["orphaned"], s
+        assert s["unaccounted"] == 0
+        assert len(s["tasks"]) == s["started"], s
+        assert len(s["orphans"]) == s["orphaned"], s
+        assert sum(t["outcome"] == "orphaned" for t in s["tasks"]) == s["orphaned"]
+        assert s["started"] >= 1, s
+    totals = doc["totals"]
+    assert totals["started"] == sum(s["started"] for s in doc["scenarios"])
+    assert totals["scenarios"] == len(CORPUS)
+
+
+def test_audit_progress_goes_to_stderr(audit_json: tuple[int, dict[str, Any], str]) -> None:
+    _, _, stderr = audit_json
+    n = len(CORPUS)
+    assert f"[ 1/{n}] seed_bug" in stderr or f"[1/{n}] seed_bug" in stderr
+    assert "single_call" in stderr
+
+
+def test_audit_text_names_scenario_and_call_id() -> None:
+    proc = cli("audit", "--scenario", "seed_bug", "-s", "single_call")
+    assert not ANSI.search(proc.stdout), "no colour when stdout is not a terminal"
+    assert "seed_bug" in proc.stdout and "single_call" in proc.stdout
+    assert "[1/2] seed_bug" in proc.stderr
+    assert "[1/2]" not in proc.stdout
+    if BUGGY:
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "call-goog" in proc.stdout
+        assert "ORPHANED" in proc.stdout
+        assert "FAIL: 1 orphaned tool task" in proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "call-goog" not in proc.stdout
+        assert "ORPHANED" not in proc.stdout
+        assert "PASS: no orphaned tool tasks in 2 scenarios" in proc.stdout
+
+
+def test_audit_fails_on_any_orphan_even_on_a_fixed_adk() -> None:
+    """An application's own leak (a tool that ignores cancellation) fails the audit
+    on every ADK version; a clean scenario beside it stays clean."""
+    if "live_stubborn_tool" not in SCENARIOS:
+        pytest.skip("scenario library has no live_stubborn_tool")
+    proc = cli("audit", "-q", "--json", "-s", "parallel_one_fails", "-s", "live_stubborn_tool")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""  # -q: no progress
+    doc = json.loads(proc.stdout)
+    clean, stubborn = doc["scenarios"]
+    assert clean["verdict"] == "clean"
+    assert clean["ended"] == {"ok": 0, "recovered": 0, "error": 1, "cancelled": 2}
+    assert sorted(t["cancel_cause"] or "" for t in clean["tasks"]) == [
+        "", "sibling_failed", "sibling_failed"]
+    assert stubborn["verdict"] == "orphaned"
+    assert stubborn["in_corpus"] is False
+    (orphan,) = stubborn["orphans"]
+    assert orphan["call_id"] == "call-feed"
+    assert orphan["still_running"] is True
+    assert doc["verdict"] == "orphaned"
+
+
+# --- demo ------------------------------------------------------------------------
+
+
+def test_demo_draws_the_seed_orphan_or_none() -> None:
+    proc = cli("demo", "-s", "seed_bug", "-s", "parallel_one_fails")
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert not ANSI.search(out)
+    assert out.index("seed_bug") < out.index("parallel_one_fails")
+    assert "━" in out  # bars
+    assert "error ConnectionError" in out
+    assert "cancelled · sibling_failed" in out
+    assert "Summary" in out and "verdict" in out
+    seed_block = out[:out.index("parallel_one_fails")]
+    if BUGGY:
+        assert "ORPHANED still running" in seed_block
+        assert "! orphan monitor_stock call-goog (streaming)" in seed_block
+        assert re.search(r"stuck at \S*library\.py:\d+ in monitor_stock", seed_block)
+        assert "await asyncio.sleep" in seed_block
+        assert "1 tool task outlived its run" in out
+    else:
+        assert "ORPHANED" not in seed_block
+        assert "orphan" not in seed_block
+        assert seed_block.count("cancelled · run_teardown") == 2
+        assert "no orphaned tool tasks" in out
+
+
+def test_ascii_fallback_and_forced_colour_into_a_pipe() -> None:
+    proc = cli("demo", "-q", "--color", "always", "-s", "seed_bug", PYTHONIOENCODING="ascii")
+    assert proc.returncode == 0, proc.stderr
+    proc.stdout.encode("ascii")  # raises if anything is not ASCII
+    assert "==" in proc.stdout
+    assert ANSI.search(proc.stdout), "--color always paints into a pipe"
+    if BUGGY:
+        assert "....>" in proc.stdout
+
+
+# --- colour ------------------------------------------------------------------------
+
+
+def test_colour_on_a_terminal() -> None:
+    code, out = cli_in_pty("demo", "-q", "-s", "single_call")
+    assert code == 0
+    assert "\x1b[32m" in out  # ok is green
+    assert "single_call" in out
+
+
+def test_no_colour_with_no_color_even_on_a_terminal() -> None:
+    code, out = cli_in_pty("demo", "-q", "-s", "single_call", NO_COLOR="1")
+    assert code == 0
+    assert "single_call" in out
+    assert "\x1b[" not in out
+
+
+def test_no_color_wins_over_color_always() -> None:
+    proc = cli("audit", "-q", "--color", "always", "-s", "single_call", NO_COLOR="1")
+    assert proc.returncode == 0
+    assert "single_call" in proc.stdout
+    assert not ANSI.search(proc.stdout)
+
+
+# --- usage, help, version ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    (),
+    ("frobnicate",),
+    ("audit", "--scenario", "no_such_scenario"),
+])
+def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert "usage:" in proc.stderr or "error:" in proc.stderr
+    if "no_such_scenario" in args:
+        assert "unknown scenario 'no_such_scenario'" in proc.stderr
+        assert "seed_bug" in proc.stderr  # says what exists
+
+
+@pytest.mark.parametrize("args", [
+    ("demo", "--no-such-flag"),
+    ("demo", "--otlp-protocol", "carrier-pigeon"),
+    ("audit", "--json", "extra"),
+])
+def test_bad_options_exit_2_before_running(args: tuple[str, ...],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    assert exc.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_top_level_help() -> None:
+    proc = cli("--help")
+    assert proc.returncode == 0
+    assert "examples:" in proc.stdout and "exit codes:" in proc.stdout
+    assert "adk-task-telemetry demo" in proc.stdout
+
+
+@pytest.mark.parametrize("command", ["demo", "audit", "version"])
+def test_every_command_has_help_with_examples(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out
+    assert f"adk-task-telemetry {command}" in out
+    if command != "version":
+        assert "exit codes:" in out and "NO_COLOR" in out
+        assert "seed_bug" in out  # the scenarios are listed
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = cli("version")
+    assert proc.returncode == 0
+    out = proc.stdout
+    assert re.search(rf"adk-task-telemetry\s+{re.escape(__version__)}", out)
+    assert re.search(rf"google-adk\s+{re.escape(adk_compat.ADK_VERSION_STRING)}", out)
+    assert re.search(rf"opentelemetry-sdk\s+{re.escape(dist_version('opentelemetry-sdk'))}", out)
+    assert re.search(rf"python\s+{re.escape(platform.python_version())}", out)
+    assert ("has ADK issue 7058" in out) == BUGGY
+    with pytest.raises(SystemExit) as exc:
+        sys.exit(main(["version", "--json"]))
+    assert exc.value.code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["google-adk"] == adk_compat.ADK_VERSION_STRING
+    assert doc["adk_issue_7058"] == ("present" if BUGGY else "fixed")
+
+
+# --- --otlp --------------------------------------------------------------------------
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """A stand-in OTLP/HTTP receiver: records which signals arrived."""
+
+    paths: list[str]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.paths.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, list[str]]]:
+    paths: list[str] = []
+    handler = type("Handler", (_Collector,), {"paths": paths})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None,
+                    reason="the 'export' extra is not installed")
+def test_demo_otlp_exports_what_it_draws(collector: tuple[str, list[str]]) -> None:
+    endpoint, paths = collector
+    proc = cli("demo", "-s", "seed_bug", "--otlp", endpoint, "--otlp-protocol", "http/protobuf")
+    assert proc.returncode == 0, proc.stderr
+    assert f"exported spans, metrics and logs to {endpoint}" in proc.stderr
+    assert "/v1/traces" in paths
+    assert "/v1/metrics" in paths
+    # The orphan's WARNING record is exported as a log, once the bug is there.
+    assert ("/v1/logs" in paths) == BUGGY
+    assert ("ORPHANED still running" in proc.stdout) == BUGGY
+
+
+# --- where an orphan is stuck -----------------------------------------------------------
+
+
+def test_innermost_user_frame_skips_asyncio_and_adk() -> None:
+    stdlib = os.path.dirname(os.__file__)
+    stack = (
+        '  File "/venv/lib/python3.11/site-packages/google/adk/flows/x.py", line 9, in run\n'
+        "    async for r in agen:\n"
+        '  File "/app/tools.py", line 42, in watch\n'
+        "    await asyncio.sleep(1)\n"
+        f'  File "{stdlib}/asyncio/tasks.py", line 649, in sleep\n'
+        "    return await future\n")
+    frame = innermost_user_frame(stack)
+    assert frame is not None
+    assert (frame.file, frame.line, frame.func, frame.code) == (
+        "/app/tools.py", 42, "watch", "await asyncio.sleep(1)")
+    assert frame.where() == "/app/tools.py:42 in watch"
+    assert innermost_user_frame("") is None
