@@ -19,6 +19,7 @@ import shutil
 import sys
 import textwrap
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError
@@ -294,6 +295,19 @@ class _Progress:
 # --- OTLP export ---------------------------------------------------------------
 
 
+def _otlp_protocol(endpoint: str, asked: str | None) -> str | None:
+    """The protocol for --otlp: as asked, else as OTEL_* says, else gRPC for the
+    conventional OTLP/gRPC port 4317 (OTLP's default, HTTP, otherwise)."""
+    if asked or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):
+        return asked
+    try:
+        port = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").port
+    except ValueError:
+        return None
+    return "grpc" if port == 4317 else None
+
+
 class _Export:
     """--otlp: the plugin on providers from configure_telemetry(), teed into memory."""
 
@@ -361,7 +375,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = sys.stdout
     style = render.Style.for_stream(out, args.color)
     progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
-    export = _Export(args.otlp, args.otlp_protocol) if args.otlp else None
+    export = None
+    if args.otlp:
+        export = _Export(args.otlp, _otlp_protocol(args.otlp, args.otlp_protocol))
     width = _width()
     progress.say(f"{PROG} demo: {len(names)} scenario{'s' if len(names) != 1 else ''} on "
                  f"google-adk {adk_compat.ADK_VERSION_STRING}, in-memory OpenTelemetry SDK"
@@ -614,7 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--otlp", metavar="ENDPOINT",
                       help="also export the runs via OTLP (configure_telemetry) to ENDPOINT")
     demo.add_argument("--otlp-protocol", choices=("grpc", "http/protobuf"), default=None,
-                      help="OTLP protocol for --otlp (default: configure_telemetry's choice)")
+                      help="OTLP protocol for --otlp (default: OTEL_EXPORTER_OTLP_PROTOCOL, "
+                           "else grpc for port 4317, else http/protobuf)")
     demo.set_defaults(func=cmd_demo)
 
     audit = sub.add_parser(
