@@ -82,7 +82,8 @@ _QUEUE_LOGGERS = (
     "opentelemetry.sdk.trace.export",
     "opentelemetry.sdk._logs._internal.export",
 )
-_EXIT_TIMEOUT_MS = 10_000
+# The most shutdown() (and so interpreter exit) waits for exports in flight.
+_EXIT_TIMEOUT_MS = 5_000
 
 _lock = threading.Lock()
 _active: TelemetryHandle | None = None
@@ -326,8 +327,10 @@ class TelemetryHandle:
         return ok and not any(h.failing for h in self._health)
 
     def shutdown(self, timeout_millis: int = _EXIT_TIMEOUT_MS) -> None:
-        """Flushes and stops everything this handle installed. Final for the process:
-        OTel does not let a global provider be replaced."""
+        """Flushes and stops everything this handle installed, waiting at most
+        ``timeout_millis`` for exports in flight (a black-holed endpoint must not
+        hold the exit). Final for the process: OTel lets a global provider be set
+        only once."""
         with self._shutdown_lock:
             if self._shut:
                 return
@@ -345,11 +348,19 @@ class TelemetryHandle:
             mp = self.meter_provider
             steps.append(lambda: mp.shutdown(timeout_millis))
         steps.append(self._stop_prometheus)
-        for step in steps:
-            try:
-                step()
-            except Exception:
-                logger.debug("telemetry shutdown step failed", exc_info=True)
+        # In parallel, so that the exports in flight cost one timeout, not one per signal.
+        threads = [threading.Thread(target=_quietly, args=(step,), daemon=True,
+                                    name="adk_task_telemetry-shutdown") for step in steps]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + timeout_millis / 1000.0
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in threads):
+            logger.warning("adk_task_telemetry: gave up waiting for telemetry export after "
+                           "%.1f s at shutdown; what was not sent is dropped",
+                           timeout_millis / 1000.0)
+            return  # exporters still running: keep their messages quiet
         if self._quiet is not None:
             for name in _EXPORTER_LOGGERS:
                 logging.getLogger(name).removeFilter(self._quiet)
@@ -368,6 +379,13 @@ class TelemetryHandle:
             server.shutdown()
             server.server_close()
             self._prom_server = None
+
+
+def _quietly(step: Callable[[], object]) -> None:
+    try:
+        step()
+    except Exception:
+        logger.debug("telemetry shutdown step failed", exc_info=True)
 
 
 def configure_telemetry(
@@ -424,6 +442,22 @@ def configure_telemetry(
         _active = handle
         _register_atexit()
         return handle
+
+
+def _detached(*, endpoint: str, protocol: str, timeout: float | None = None,
+              service_name: str = "benchmark") -> TelemetryHandle:
+    """The same pipeline as configure_telemetry() (OTLP only), installed nowhere.
+
+    For benchmarks that compare two pipelines in one process: pass the handle's
+    providers to ``TaskTelemetryPlugin(tracer_provider=..., meter_provider=...)``.
+    """
+    handle = TelemetryHandle(enabled=True)
+    _build(handle, service_name=service_name, service_version=None, resource_attributes=None,
+           endpoint=endpoint, protocol=protocol, headers=None, timeout=timeout, use_otlp=True,
+           console=False, prometheus_port=None, prometheus_host="127.0.0.1",
+           interval_ms=_env.metric_export_interval_millis(None),
+           filter_name=_env.exemplar_filter_name(None), install=False)
+    return handle
 
 
 def _is_proxy(provider: object) -> bool:
@@ -496,7 +530,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
            resource_attributes: Mapping[str, str] | None, endpoint: str | None,
            protocol: str | None, headers: Mapping[str, str] | None, timeout: float | None,
            use_otlp: bool, console: bool, prometheus_port: int | None, prometheus_host: str,
-           interval_ms: float, filter_name: str) -> None:
+           interval_ms: float, filter_name: str, install: bool = True) -> None:
     global _told_existing
     resource = _resource(service_name, service_version, resource_attributes)
     handle.resource = resource
@@ -519,20 +553,21 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
     existing: list[str] = []
 
     # --- traces
-    if _is_proxy(trace.get_tracer_provider()):
+    if not install or _is_proxy(trace.get_tracer_provider()):
         tp = TracerProvider(resource=resource, shutdown_on_exit=False)
         if "traces" in targets:
             tp.add_span_processor(BatchSpanProcessor(_GuardedSpanExporter(
                 _exporters(targets["traces"]), health("traces"))))
         if console:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
-        trace.set_tracer_provider(tp)
+        if install:
+            trace.set_tracer_provider(tp)
         handle.tracer_provider = tp
     else:
         existing.append(f"TracerProvider ({type(trace.get_tracer_provider()).__name__})")
 
     # --- metrics
-    if _is_proxy(metrics.get_meter_provider()):
+    if not install or _is_proxy(metrics.get_meter_provider()):
         readers: list[MetricReader] = []
         if "metrics" in targets:
             readers.append(PeriodicExportingMetricReader(
@@ -546,7 +581,8 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
             readers.append(_start_prometheus(handle, prometheus_host, prometheus_port))
         mp = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False,
                            exemplar_filter=_exemplar_filter(filter_name))
-        metrics.set_meter_provider(mp)
+        if install:
+            metrics.set_meter_provider(mp)
         handle.meter_provider = mp
     else:
         existing.append(f"MeterProvider ({type(metrics.get_meter_provider()).__name__})")
@@ -555,18 +591,20 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                            "Prometheus endpoint was started (add a PrometheusMetricReader to it)")
 
     # --- logs
-    if _is_proxy(_logs.get_logger_provider()):
+    if not install or _is_proxy(_logs.get_logger_provider()):
         lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
         if "logs" in targets:
             lp.add_log_record_processor(BatchLogRecordProcessor(_GuardedLogExporter(
                 _exporters(targets["logs"]), health("logs"))))
         if console:
             lp.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
-        _logs.set_logger_provider(lp)
+        if install:
+            _logs.set_logger_provider(lp)
         handle.logger_provider = lp
     else:
         existing.append(f"LoggerProvider ({type(_logs.get_logger_provider()).__name__})")
-    handle._log_handler = _bridge_logger(_logs.get_logger_provider())
+    if install:
+        handle._log_handler = _bridge_logger(_logs.get_logger_provider())
 
     if targets:
         handle._quiet = quiet
