@@ -56,7 +56,7 @@ def _cprofile(tasks: int, runner: bool) -> None:
 
 def _lines(tasks: int) -> None:
     try:
-        from line_profiler import LineProfiler
+        from line_profiler import LineProfiler  # type: ignore[import-not-found]
     except ImportError:
         print("line_profiler is not installed: pip install line_profiler", file=sys.stderr)
         return

@@ -76,15 +76,16 @@ def test_per_task(quick: dict[str, Any]) -> None:
 
 def test_runs(quick: dict[str, Any]) -> None:
     ru = quick["runs"]
-    assert {"none", "adk", "adk_plugin"} <= set(ru["configs"])
-    for c in ("adk_openinference",):
-        assert c in ru["configs"] or ru["skipped"].get(c), f"{c}: neither run nor skipped"
+    assert {"none", "plugin_only", "adk", "adk_null_plugin", "adk_plugin"} <= set(ru["variants"])
+    assert "adk_openinference" in ru["variants"] or ru["skipped"].get("adk_openinference")
     for calls in ("1", "10", "100"):
-        for c in ru["configs"]:
-            cell = ru["results"][calls][c]
-            assert _positive(cell["ms_per_run"]["median"]), (calls, c)
-            assert _positive(cell["ratio_to_adk"]), (calls, c)
+        for v in ru["variants"]:
+            cell = ru["results"][calls][v]
+            assert _positive(cell["ms_per_run"]["median"]), (calls, v)
+            assert _positive(cell["ratio_to_baseline"]), (calls, v)
+            assert math.isfinite(cell["added_pct"]), (calls, v)
     assert ru["plugin_state_size_after"]["adk_plugin"] == [0, 0]
+    assert ru["plugin_state_size_after"]["plugin_only"] == [0, 0]
 
 
 def test_sweep(quick: dict[str, Any]) -> None:
