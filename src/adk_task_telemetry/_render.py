@@ -129,6 +129,15 @@ class Task:
     cancel_cause: str | None = None
     orphan: Orphan | None = None
 
+    @property
+    def drawn_end_ns(self) -> int:
+        """Where the solid bar ends: the task's end, or for an orphan the end of its
+        run (creation + ``adk.tool_task.age``). The span itself ends a little later,
+        after the plugin captured the orphan's stack."""
+        if self.orphan is not None and self.orphan.age_s > 0:
+            return min(self.end_ns, self.start_ns + round(self.orphan.age_s * 1e9))
+        return self.end_ns
+
 
 @dataclass
 class Result:
@@ -282,7 +291,7 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
     bar_w = max(20, width - label_w - 1 - note_w)
 
     t0 = min(t.start_ns for t in tasks)
-    t_last = max(t.end_ns for t in tasks)
+    t_last = max(t.drawn_end_ns for t in tasks)
     running = any(t.orphan is not None and t.orphan.still_running for t in tasks)
     span_ns = max(t_last - t0, 1)
     # Orphans still running get room to the right of the last end.
@@ -298,7 +307,7 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
     out.append(style.paint("dim", labels + axis))
 
     for t, note in zip(tasks, notes, strict=True):
-        c0, c1 = col(t.start_ns), col(t.end_ns)
+        c0, c1 = col(t.start_ns), col(t.drawn_end_ns)
         role = t.outcome
         body = style.tick if c1 <= c0 else style.bar * (c1 - c0 + 1)
         tail = ""
