@@ -94,6 +94,15 @@ def test_scheme_less_endpoints_and_bad_values() -> None:
     assert not _env.sdk_disabled(None, {"OTEL_SDK_DISABLED": "yes"})  # only "true" disables
 
 
+def test_per_signal_exporter_choice() -> None:
+    env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "console, otlp"}
+    assert _env.signal_exporters("traces", env) == {"otlp"}
+    assert _env.signal_exporters("metrics", env) == {"none"}
+    assert _env.signal_exporters("logs", env) == {"console", "otlp"}
+    assert _env.signal_exporters("traces", {}) is None
+
+
 def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(setup, "_active", None)
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")

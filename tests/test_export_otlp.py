@@ -269,21 +269,24 @@ def test_app_providers_are_left_alone_and_nothing_is_doubled() -> None:
         receiver.stop()
 
 
-def test_interpreter_exit_flushes_what_is_buffered() -> None:
-    """No shutdown() call: the atexit hook must still deliver spans, metrics and logs."""
+def test_exit_flush_and_the_traces_only_recipe() -> None:
+    """The docs' "straight to Jaeger" recipe, with no shutdown() call: only traces
+    are sent (OTEL_METRICS_EXPORTER/OTEL_LOGS_EXPORTER=none) and the atexit hook
+    delivers them although the batch delay is ten minutes."""
     receiver = HttpReceiver()
     try:
-        result = run_child({
-            "explicit_shutdown": False, "scenarios": ["single_call"], "direct_orphan": True,
-            "configure": {"endpoint": receiver.endpoint, "protocol": "http/protobuf"}},
-            # Long delays: only the exit flush can have sent anything.
-            env={"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BLRP_SCHEDULE_DELAY": "600000",
-                 "OTEL_METRIC_EXPORT_INTERVAL": "600000"})
+        result = run_child(
+            {"explicit_shutdown": False, "scenarios": ["single_call"], "direct_orphan": True,
+             "configure": {}},
+            env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/v1/traces",
+                 "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+                 "OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_METRIC_EXPORT_INTERVAL": "600000"})
         assert result["errors"] == []
+        assert not [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
         rx = receiver.received
-        assert rx.wait_for(lambda: bool(rx.traces and rx.metrics and rx.logs), timeout=10)
+        assert rx.wait_for(lambda: bool(rx.traces), timeout=10)
         calls = {attrs(s.attributes)["gen_ai.tool.call.id"] for s in rx.tool_spans()}
         assert calls == {"call-1", "call-direct-orphan"}
-        assert {m.name for _, m in rx.metric_list()} >= {"adk.tool_task.started"}
+        assert rx.metrics == [] and rx.logs == []
     finally:
         receiver.stop()

@@ -198,3 +198,18 @@ def exemplar_filter_name(arg: str | None, environ: Mapping[str, str] | None = No
                        "using trace_based", raw)
         return "trace_based"
     return raw
+
+
+def signal_exporters(signal: str, environ: Mapping[str, str] | None = None) -> set[str] | None:
+    """OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER / OTEL_LOGS_EXPORTER as a set
+    (``otlp``, ``console``, ``none``), or None when the variable is not set."""
+    env = os.environ if environ is None else environ
+    raw = _get(env, f"OTEL_{signal.upper()}_EXPORTER")
+    if raw is None:
+        return None
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    unknown = names - {"otlp", "console", "none"}
+    if unknown:
+        logger.warning("adk_task_telemetry: OTEL_%s_EXPORTER: %s not supported here "
+                       "(otlp, console, none)", signal.upper(), ", ".join(sorted(unknown)))
+    return names

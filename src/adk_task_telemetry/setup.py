@@ -435,7 +435,7 @@ def configure_telemetry(
                    headers=headers, timeout=timeout, use_otlp=use_otlp, console=console,
                    prometheus_port=prometheus_port, prometheus_host=prometheus_host,
                    interval_ms=_env.metric_export_interval_millis(metric_export_interval_millis),
-                   filter_name=filter_name)
+                   filter_name=filter_name, otlp_explicit=otlp is not None)
         except BaseException:
             handle.shutdown(timeout_millis=1000)
             raise
@@ -456,7 +456,7 @@ def _detached(*, endpoint: str, protocol: str, timeout: float | None = None,
            endpoint=endpoint, protocol=protocol, headers=None, timeout=timeout, use_otlp=True,
            console=False, prometheus_port=None, prometheus_host="127.0.0.1",
            interval_ms=_env.metric_export_interval_millis(None),
-           filter_name=_env.exemplar_filter_name(None), install=False)
+           filter_name=_env.exemplar_filter_name(None), install=False, otlp_explicit=True)
     return handle
 
 
@@ -530,14 +530,19 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
            resource_attributes: Mapping[str, str] | None, endpoint: str | None,
            protocol: str | None, headers: Mapping[str, str] | None, timeout: float | None,
            use_otlp: bool, console: bool, prometheus_port: int | None, prometheus_host: str,
-           interval_ms: float, filter_name: str, install: bool = True) -> None:
+           interval_ms: float, filter_name: str, install: bool = True,
+           otlp_explicit: bool = False) -> None:
     global _told_existing
     resource = _resource(service_name, service_version, resource_attributes)
     handle.resource = resource
     quiet = _QuietExporterLogs()
     targets: dict[str, _env.OtlpTarget] = {}
-    if use_otlp:
-        for signal in _env.SIGNALS:
+    consoles: set[str] = set(_env.SIGNALS) if console else set()
+    for signal in _env.SIGNALS:
+        chosen = None if otlp_explicit else _env.signal_exporters(signal)
+        if chosen is not None and "console" in chosen:
+            consoles.add(signal)
+        if use_otlp and (chosen is None or "otlp" in chosen):
             targets[signal] = _env.resolve_target(
                 signal, endpoint=endpoint, protocol=protocol, headers=headers, timeout=timeout)
     handle.otlp_targets = targets
@@ -558,7 +563,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         if "traces" in targets:
             tp.add_span_processor(BatchSpanProcessor(_GuardedSpanExporter(
                 _exporters(targets["traces"]), health("traces"))))
-        if console:
+        if "traces" in consoles:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         if install:
             trace.set_tracer_provider(tp)
@@ -573,7 +578,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
             readers.append(PeriodicExportingMetricReader(
                 _GuardedMetricExporter(_exporters(targets["metrics"]), health("metrics")),
                 export_interval_millis=interval_ms))
-        if console:
+        if "metrics" in consoles:
             readers.append(PeriodicExportingMetricReader(
                 ConsoleMetricExporter(preferred_temporality=_cumulative()),
                 export_interval_millis=interval_ms))
@@ -596,7 +601,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         if "logs" in targets:
             lp.add_log_record_processor(BatchLogRecordProcessor(_GuardedLogExporter(
                 _exporters(targets["logs"]), health("logs"))))
-        if console:
+        if "logs" in consoles:
             lp.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
         if install:
             _logs.set_logger_provider(lp)
