@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -42,15 +43,21 @@ ORPHAN_METRICS = ("adk_tool_task_orphaned_total", "adk_tool_task_orphans_alive")
 
 
 @contextlib.contextmanager
-def metrics_app() -> Iterator[int]:
+def metrics_app(workdir: Path, timeout: float = 90.0) -> Iterator[int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(APP), str(port)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log = workdir / "metrics_app.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, str(APP), str(port)], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=err, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the scenarios have run
-        assert line.strip() == "ready", f"metrics app failed (exit {proc.poll()}): {line!r}"
+        # "ready" comes once the scenarios have run
+        readable, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if readable else ""
+        assert line.strip() == "ready", (
+            f"metrics app not ready (exit {proc.poll()}): {line!r}\n"
+            f"{log.read_text(errors='replace')[-3000:]}")
         yield port
     finally:
         proc.terminate()
@@ -111,7 +118,7 @@ def values(result: dict[str, Any]) -> list[float]:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, float]]:
     workdir = tmp_path_factory.mktemp("prom-live")
-    with metrics_app() as port:
+    with metrics_app(workdir) as port:
         files = {f"rules/{RULES.name}": RULES.read_text()}
         with prometheus_server(workdir, scrape_config(port), files) as prom:
             start = time.time()
