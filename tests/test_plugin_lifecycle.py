@@ -45,6 +45,10 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
         "call-stop": ("stop_streaming", "call", "ok", None),
     },
     "live_non_blocking": {"call-report": ("send_report", "non_blocking", "ok", None)},
+    # Application bugs: orphaned on every ADK version (ADK 2.13 only logs these).
+    "live_stubborn_tool": {"call-feed": ("stubborn_feed", "streaming", "orphaned", None)},
+    # Without strict mode the run looks clean.
+    "fire_and_forget": {"call-upload": ("start_upload", "call", "ok", None)},
     "seed_bug": (
         {
             "call-goog": ("monitor_stock", "streaming", "orphaned", None),

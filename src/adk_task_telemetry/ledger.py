@@ -91,15 +91,17 @@ class TaskRecord:
 class RunRecord:
     __slots__ = (
         "app_name", "cb", "finalizer", "invocation_id", "sibling_failed", "span", "spawned",
-        "task", "task_is_run", "tasks", "track_spawned", "watching",
+        "task_is_run", "task_ref", "tasks", "track_spawned", "watching",
     )
 
     def __init__(self, invocation_id: str, app_name: str) -> None:
         self.invocation_id = invocation_id
         self.app_name = app_name
         self.span: Span | None = None
-        self.task: asyncio.Task[Any] | None = None
-        # True when self.task exists only to run this run (ADK's own live task),
+        # Weak: a finished caller task can hold (through its result) the frames
+        # that keep ADK's invocation context, and so this record, alive.
+        self.task_ref: weakref.ref[asyncio.Task[Any]] | None = None
+        # True when the task exists only to run this run (ADK's own live task),
         # False when it is a caller's task that merely started it.
         self.task_is_run = False
         self.tasks: dict[str, TaskRecord] = {}
@@ -110,6 +112,11 @@ class RunRecord:
         # Strict mode: tasks a tool body created, with who created them and when.
         self.track_spawned = False
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
+
+    @property
+    def task(self) -> asyncio.Task[Any] | None:
+        """The task that started the run, while it exists."""
+        return self.task_ref() if self.task_ref is not None else None
 
 
 class Ledger:
@@ -152,13 +159,21 @@ class Ledger:
 
     def begin_run(self, invocation_id: str, app_name: str, span: Span | None,
                   task: asyncio.Task[Any] | None, task_is_run: bool, owner: Any) -> None:
-        run = self.run_for(invocation_id, app_name)
+        run = self.run_for(invocation_id, app_name, owner)
         run.span = span if span is not None and span.is_recording() else None
-        run.task = task
+        run.task_ref = weakref.ref(task) if task is not None else None
         run.task_is_run = task_is_run
+        if run.tasks and task is not None:
+            self._watch(run)
+
+    def run_for(self, invocation_id: str, app_name: str, owner: Any = None) -> RunRecord:
+        run = self._runs.get(invocation_id)
+        if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
+            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+            run.track_spawned = self.options.track_spawned_tasks
         if owner is not None and run.finalizer is None:
-            # Backstop for runs that end with no signal at all (a run_async
-            # cancelled by its caller on ADK 1.x): drop the record, if idle, once
+            # Backstop for runs that end with no signal at all (a run_async that
+            # fails or is cancelled on ADK 1.x): drop the record, if idle, once
             # ADK lets go of the invocation context.
             try:
                 run.finalizer = weakref.finalize(
@@ -166,28 +181,22 @@ class Ledger:
                 run.finalizer.atexit = False
             except TypeError:
                 run.finalizer = None
-        if run.tasks and task is not None:
-            self._watch(run)
-
-    def run_for(self, invocation_id: str, app_name: str) -> RunRecord:
-        run = self._runs.get(invocation_id)
-        if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
-            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
-            run.track_spawned = self.options.track_spawned_tasks
         return run
 
     def _watch(self, run: RunRecord) -> None:
         # Attached only while the run has open tasks: the run task may be a
         # caller's task that serves thousands of runs.
-        if not run.watching and run.task is not None and not run.task.done():
+        task = run.task
+        if not run.watching and task is not None and not task.done():
             if run.cb is None:
                 run.cb = partial(self._on_run_task_done, run.invocation_id)
-            run.task.add_done_callback(run.cb)
+            task.add_done_callback(run.cb)
             run.watching = True
 
     def _unwatch(self, run: RunRecord) -> None:
-        if run.watching and run.task is not None:
-            run.task.remove_done_callback(run.cb)
+        task = run.task
+        if run.watching and task is not None:
+            task.remove_done_callback(run.cb)
         run.watching = False
 
     def _on_run_task_done(self, invocation_id: str, _task: asyncio.Task[Any]) -> None:
@@ -387,7 +396,7 @@ class Ledger:
             orphans += self._end_spawned(run, trigger)
         run.tasks.clear()
         run.span = None
-        run.task = None
+        run.task_ref = None
         return orphans
 
     def _end_tasks(self, records: list[TaskRecord], trigger: str) -> int:
@@ -536,6 +545,8 @@ class Ledger:
         if run is not None and not run.tasks:
             del self._runs[invocation_id]
             self._unwatch(run)
+            if run.finalizer is not None:
+                run.finalizer.detach()
 
 
 _DETACHED = RunRecord("", "")

@@ -148,7 +148,8 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             ctx = compat.invocation_context_of(tool_context)
             kind = _kind(tool, ctx)
-            run = self._ledger.run_for(str(ctx.invocation_id), getattr(ctx, "app_name", "") or "")
+            run = self._ledger.run_for(str(ctx.invocation_id), getattr(ctx, "app_name", "") or "",
+                                       ctx)
             stop = compat.is_stop_streaming_call(tool, tool_args) if kind == sc.Kind.CALL else None
             if stop is not None:
                 self._ledger.mark_stop_requested(run.invocation_id, stop)

@@ -1,7 +1,15 @@
 """Scripted lifecycle scenarios shared by the CLI demo, the audit and the tests."""
 
-from .library import SCENARIOS, Probe, Scenario, ScenarioRun, run_parallel_calls, run_scenario
+from .library import (
+    SCENARIOS,
+    Probe,
+    Scenario,
+    ScenarioRun,
+    run_concurrent_mixed,
+    run_parallel_calls,
+    run_scenario,
+)
 from .model import ScriptedLlm, call, text
 
 __all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "ScriptedLlm", "call",
-           "run_parallel_calls", "run_scenario", "text"]
+           "run_concurrent_mixed", "run_parallel_calls", "run_scenario", "text"]

@@ -38,6 +38,8 @@ class Probe:
     def __init__(self) -> None:
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self._started: dict[str, asyncio.Event] = {}
+        # Set by cleanup(): tools that ignore cancellation check it to stop.
+        self.stopping = False
 
     def enter(self, tool_context: ToolContext) -> None:
         call_id = tool_context.function_call_id or ""
@@ -64,6 +66,7 @@ class Probe:
 
     async def cleanup(self) -> None:
         """Cancels every body task still running (orphans included) and waits."""
+        self.stopping = True
         left = [t for t in self.tasks.values() if not t.done()]
         for t in left:
             t.cancel()
@@ -87,6 +90,10 @@ class Scenario:
     summary: str
     mode: str  # "async" or "live"
     body: Callable[[Harness], Awaitable[None]]
+    #: Part of the ADK audit corpus. False for scenarios whose leak is the
+    #: application's own (a tool that ignores cancellation or spawns tasks), which
+    #: would orphan on every ADK version.
+    audit: bool = True
 
 
 class Harness:
@@ -203,6 +210,26 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
             await asyncio.sleep(0.05)
             yield f"{symbol}: no change"
 
+    async def stubborn_feed(tool_context: ToolContext) -> AsyncGenerator[str, None]:
+        """Streams ticks and ignores cancellation (an application bug)."""
+        probe.enter(tool_context)
+        while not probe.stopping:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+            yield "tick"
+
+    async def start_upload(file: str, tool_context: ToolContext) -> dict[str, str]:
+        """Starts an upload in a fire-and-forget task and returns at once."""
+        probe.enter(tool_context)
+
+        async def upload() -> None:
+            await asyncio.sleep(30)
+
+        probe.tasks[f"{tool_context.function_call_id}/upload"] = asyncio.create_task(upload())
+        return {"upload": file, "status": "started"}
+
     def stop_streaming(function_name: str) -> None:
         """Stops a running streaming tool."""
         return None
@@ -218,8 +245,9 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         probe.enter(tool_context)
         return {"ticket": "T-1", "status": "pending"}
 
-    return {f.__name__: f for f in (lookup_order, add_numbers, slow_search, wait_briefly, flaky_api,
-                                   monitor_stock, stop_streaming, send_report, open_ticket)}
+    return {f.__name__: f for f in (
+        lookup_order, add_numbers, slow_search, wait_briefly, flaky_api, monitor_stock,
+        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload)}
 
 
 def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
@@ -290,6 +318,23 @@ async def _live_non_blocking(h: Harness) -> None:
         finally:
             consumer.cancel()
             await asyncio.gather(consumer, return_exceptions=True)
+
+
+async def _live_stubborn_tool(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("ticker", [], [t["stubborn_feed"]])
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    async with h.live(agent) as agen:
+        model.say_live(call("stubborn_feed", "call-feed"))
+        await h.live_until(agen, _responses(h.run, "call-feed"))
+        await h.probe.wait_started("call-feed")
+
+
+async def _fire_and_forget(h: Harness) -> None:
+    t = _tools(h.probe)
+    await h.run_async(_agent("uploader", [[call("start_upload", "call-upload", file="a.csv")]],
+                             [t["start_upload"]]))
 
 
 async def _single_call(h: Harness) -> None:
@@ -402,6 +447,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("live_stop_streaming", "live: a streaming call stopped by stop_streaming",
              "live", _live_stop_streaming),
     Scenario("live_non_blocking", "live: a non-blocking tool", "live", _live_non_blocking),
+    Scenario("live_stubborn_tool", "live: a streaming tool that ignores cancellation (an "
+             "application bug: orphaned on every ADK version)", "live", _live_stubborn_tool,
+             audit=False),
+    Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
+             "mode)", "async", _fire_and_forget, audit=False),
 ]}
 
 
@@ -454,4 +504,41 @@ async def run_parallel_calls(plugins: Sequence[BasePlugin], *, runs: int, calls:
     return counter[0]
 
 
-__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "run_parallel_calls", "run_scenario"]
+async def run_concurrent_mixed(plugins: Sequence[BasePlugin], *, runs: int, calls: int,
+                               fail_every: int = 4) -> list[BaseException | None]:
+    """``runs`` concurrent runs with ``calls`` parallel calls each; every
+    ``fail_every``-th run has one call that raises, so its siblings are cancelled.
+
+    The load test's workload. Returns what each run raised (None for success).
+    """
+    async def work(item: int, fail: bool) -> dict[str, int]:
+        """Does one item of work."""
+        await asyncio.sleep(0.001 * (item % 5))
+        if fail:
+            raise ValueError(f"item {item} failed")
+        return {"item": item}
+
+    async def one(r: int) -> BaseException | None:
+        failing = fail_every > 0 and r % fail_every == 0
+        turn = [call("work", f"call-{r}-{i}", item=i, fail=failing and i == 0)
+                for i in range(calls)]
+        agent = LlmAgent(name="worker", model=ScriptedLlm(turns=[turn]),
+                         instruction="scripted", tools=[work])
+        runner = Runner(app=App(name=APP_NAME, root_agent=agent, plugins=list(plugins)),
+                        session_service=InMemorySessionService())
+        session = await runner.session_service.create_session(app_name=APP_NAME,
+                                                              user_id=USER_ID)
+        content = types.Content(role="user", parts=[types.Part(text="go")])
+        try:
+            async for _event in runner.run_async(user_id=USER_ID, session_id=session.id,
+                                                 new_message=content):
+                pass
+        except ValueError as e:
+            return e
+        return None
+
+    return list(await asyncio.gather(*(one(r) for r in range(runs))))
+
+
+__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "run_concurrent_mixed",
+           "run_parallel_calls", "run_scenario"]
