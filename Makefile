@@ -8,7 +8,7 @@ VENVS := .venvs
 EXTRAS := dev,export
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down clean
+.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards clean
 
 # --- demo: the project's own virtualenv, newest ADK -----------------------------
 .venv/.installed: pyproject.toml
@@ -38,7 +38,7 @@ system-deps:
 	fi
 
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests benchmarks
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
 
 unit: venvs system-deps
@@ -54,6 +54,22 @@ bench: .venv/.installed
 
 bench-quick: .venv/.installed
 	.venv/bin/python -m benchmarks.run --quick
+
+# --- the observability stack (deploy/compose; needs a Docker engine) ---------------
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+STACK := $(COMPOSE) -f deploy/compose/docker-compose.yml
+
+stack-up:
+	@test -n "$$GRAFANA_ADMIN_PASSWORD" || { echo "stack-up: export GRAFANA_ADMIN_PASSWORD first (docs/deploy.md)" >&2; exit 2; }
+	$(STACK) up -d
+
+stack-down:
+	$(STACK) down
+
+# Regenerates the committed dashboard JSON and the PrometheusRule from their sources.
+dashboards: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python dashboards/adk_task_telemetry.py
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python deploy/k8s/render_prometheusrule.py
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache
