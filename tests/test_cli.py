@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib.metadata import version as dist_version
 from typing import Any
 
@@ -67,10 +68,51 @@ def cli_in_pty(*args: str, **env: str) -> tuple[int, str]:
     return proc.wait(timeout=120), b"".join(chunks).decode("utf-8", "replace")
 
 
+Proc = subprocess.CompletedProcess[str]
+
+#: Every command the tests run, started together on first use (two at a time): most
+#: of each run is importing ADK, so this keeps the module fast in each virtualenv.
+COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "audit_json": (("audit", "--json"), {}),
+    "audit_text": (("audit", "--scenario", "seed_bug", "-s", "single_call"), {}),
+    "audit_app_leak": (("audit", "-q", "--json", "-s", "parallel_one_fails",
+                        "-s", "live_stubborn_tool"), {}),
+    "demo": (("demo", "-s", "seed_bug", "-s", "parallel_one_fails"), {}),
+    "demo_ascii": (("demo", "-q", "--color", "always", "-s", "seed_bug"),
+                   {"PYTHONIOENCODING": "ascii"}),
+    "no_color_always": (("audit", "-q", "--color", "always", "-s", "single_call"),
+                        {"NO_COLOR": "1"}),
+    "unknown_scenario": (("audit", "--scenario", "no_such_scenario"), {}),
+    "version": (("version",), {}),
+}
+PTY_COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "pty_colour": (("demo", "-q", "-s", "single_call"), {}),
+    "pty_no_color": (("demo", "-q", "-s", "single_call"), {"NO_COLOR": "1"}),
+}
+if "live_stubborn_tool" not in SCENARIOS:
+    del COMMANDS["audit_app_leak"]
+
+
 @pytest.fixture(scope="module")
-def audit_json() -> tuple[int, dict[str, Any], str]:
-    """The whole corpus, once per module: ``audit --json``."""
-    proc = cli("audit", "--json")
+def runs() -> Iterator[dict[str, Future[Any]]]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: dict[str, Future[Any]] = {
+            name: pool.submit(cli_in_pty, *args, **env)
+            for name, (args, env) in PTY_COMMANDS.items()}
+        futures.update({name: pool.submit(cli, *args, **env)
+                        for name, (args, env) in COMMANDS.items()})
+        yield futures
+
+
+def run(runs: dict[str, Future[Any]], name: str) -> Proc:
+    proc: Proc = runs[name].result(timeout=180)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def audit_json(runs: dict[str, Future[Any]]) -> tuple[int, dict[str, Any], str]:
+    """The whole corpus: ``audit --json``."""
+    proc = run(runs, "audit_json")
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
@@ -142,8 +184,8 @@ def test_audit_progress_goes_to_stderr(audit_json: tuple[int, dict[str, Any], st
     assert "single_call" in stderr
 
 
-def test_audit_text_names_scenario_and_call_id() -> None:
-    proc = cli("audit", "--scenario", "seed_bug", "-s", "single_call")
+def test_audit_text_names_scenario_and_call_id(runs: dict[str, Future[Any]]) -> None:
+    proc = run(runs, "audit_text")
     assert not ANSI.search(proc.stdout), "no colour when stdout is not a terminal"
     assert "seed_bug" in proc.stdout and "single_call" in proc.stdout
     assert "[1/2] seed_bug" in proc.stderr
@@ -160,12 +202,12 @@ def test_audit_text_names_scenario_and_call_id() -> None:
         assert "PASS: no orphaned tool tasks in 2 scenarios" in proc.stdout
 
 
-def test_audit_fails_on_any_orphan_even_on_a_fixed_adk() -> None:
+def test_audit_fails_on_any_orphan_even_on_a_fixed_adk(runs: dict[str, Future[Any]]) -> None:
     """An application's own leak (a tool that ignores cancellation) fails the audit
     on every ADK version; a clean scenario beside it stays clean."""
     if "live_stubborn_tool" not in SCENARIOS:
         pytest.skip("scenario library has no live_stubborn_tool")
-    proc = cli("audit", "-q", "--json", "-s", "parallel_one_fails", "-s", "live_stubborn_tool")
+    proc = run(runs, "audit_app_leak")
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == ""  # -q: no progress
     doc = json.loads(proc.stdout)
@@ -185,8 +227,8 @@ def test_audit_fails_on_any_orphan_even_on_a_fixed_adk() -> None:
 # --- demo ------------------------------------------------------------------------
 
 
-def test_demo_draws_the_seed_orphan_or_none() -> None:
-    proc = cli("demo", "-s", "seed_bug", "-s", "parallel_one_fails")
+def test_demo_draws_the_seed_orphan_or_none(runs: dict[str, Future[Any]]) -> None:
+    proc = run(runs, "demo")
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert not ANSI.search(out)
@@ -209,8 +251,8 @@ def test_demo_draws_the_seed_orphan_or_none() -> None:
         assert "no orphaned tool tasks" in out
 
 
-def test_ascii_fallback_and_forced_colour_into_a_pipe() -> None:
-    proc = cli("demo", "-q", "--color", "always", "-s", "seed_bug", PYTHONIOENCODING="ascii")
+def test_ascii_fallback_and_forced_colour_into_a_pipe(runs: dict[str, Future[Any]]) -> None:
+    proc = run(runs, "demo_ascii")
     assert proc.returncode == 0, proc.stderr
     proc.stdout.encode("ascii")  # raises if anything is not ASCII
     assert "==" in proc.stdout
@@ -222,22 +264,22 @@ def test_ascii_fallback_and_forced_colour_into_a_pipe() -> None:
 # --- colour ------------------------------------------------------------------------
 
 
-def test_colour_on_a_terminal() -> None:
-    code, out = cli_in_pty("demo", "-q", "-s", "single_call")
+def test_colour_on_a_terminal(runs: dict[str, Future[Any]]) -> None:
+    code, out = runs["pty_colour"].result(timeout=180)
     assert code == 0
     assert "\x1b[32m" in out  # ok is green
     assert "single_call" in out
 
 
-def test_no_colour_with_no_color_even_on_a_terminal() -> None:
-    code, out = cli_in_pty("demo", "-q", "-s", "single_call", NO_COLOR="1")
+def test_no_colour_with_no_color_even_on_a_terminal(runs: dict[str, Future[Any]]) -> None:
+    code, out = runs["pty_no_color"].result(timeout=180)
     assert code == 0
     assert "single_call" in out
     assert "\x1b[" not in out
 
 
-def test_no_color_wins_over_color_always() -> None:
-    proc = cli("audit", "-q", "--color", "always", "-s", "single_call", NO_COLOR="1")
+def test_no_color_wins_over_color_always(runs: dict[str, Future[Any]]) -> None:
+    proc = run(runs, "no_color_always")
     assert proc.returncode == 0
     assert "single_call" in proc.stdout
     assert not ANSI.search(proc.stdout)
@@ -246,57 +288,49 @@ def test_no_color_wins_over_color_always() -> None:
 # --- usage, help, version ------------------------------------------------------------
 
 
+def test_usage_error_exits_2(runs: dict[str, Future[Any]]) -> None:
+    proc = run(runs, "unknown_scenario")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    assert "unknown scenario 'no_such_scenario'" in proc.stderr
+    assert "seed_bug" in proc.stderr  # says what exists
+
+
 @pytest.mark.parametrize("args", [
     (),
     ("frobnicate",),
     ("audit", "--scenario", "no_such_scenario"),
-])
-def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
-    proc = cli(*args)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == ""
-    assert "usage:" in proc.stderr or "error:" in proc.stderr
-    if "no_such_scenario" in args:
-        assert "unknown scenario 'no_such_scenario'" in proc.stderr
-        assert "seed_bug" in proc.stderr  # says what exists
-
-
-@pytest.mark.parametrize("args", [
     ("demo", "--no-such-flag"),
     ("demo", "--otlp-protocol", "carrier-pigeon"),
     ("audit", "--json", "extra"),
 ])
-def test_bad_options_exit_2_before_running(args: tuple[str, ...],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_usage_error_exits_2_before_running(
+        args: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(list(args))
+        sys.exit(main(list(args)))
     assert exc.value.code == 2
-    assert "error:" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage:" in captured.err or "error:" in captured.err
 
 
-def test_top_level_help() -> None:
-    proc = cli("--help")
-    assert proc.returncode == 0
-    assert "examples:" in proc.stdout and "exit codes:" in proc.stdout
-    assert "adk-task-telemetry demo" in proc.stdout
-
-
-@pytest.mark.parametrize("command", ["demo", "audit", "version"])
+@pytest.mark.parametrize("command", [None, "demo", "audit", "version"])
 def test_every_command_has_help_with_examples(
-        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+        command: str | None, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main([command, "--help"])
+        main([*([command] if command else []), "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "examples:" in out
-    assert f"adk-task-telemetry {command}" in out
+    assert f"adk-task-telemetry {command or 'demo'}" in out
     if command != "version":
         assert "exit codes:" in out and "NO_COLOR" in out
+    if command in ("demo", "audit"):
         assert "seed_bug" in out  # the scenarios are listed
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    proc = cli("version")
+def test_version(runs: dict[str, Future[Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    proc = run(runs, "version")
     assert proc.returncode == 0
     out = proc.stdout
     assert re.search(rf"adk-task-telemetry\s+{re.escape(__version__)}", out)
