@@ -283,31 +283,42 @@ def free_port() -> int:
 
 
 def run_child(spec: dict[str, Any], *, env: dict[str, str] | None = None,
-              timeout: float = 60.0) -> dict[str, Any]:
+              timeout: float = 90.0) -> dict[str, Any]:
     """Runs ``spec`` in a fresh interpreter and returns what it reported."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), json.dumps(spec)],
-        capture_output=True, text=True, timeout=timeout, env=full_env, cwd=str(HERE))
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, (
-        f"child failed (rc={proc.returncode})\nstdout:\n{proc.stdout[-3000:]}\n"
-        f"stderr:\n{proc.stderr[-6000:]}")
-    result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
-    result["stderr"] = proc.stderr
-    return result
+    return run_children([(spec, env)], timeout=timeout)[0]
 
 
-def start_child(spec: dict[str, Any], *, env: dict[str, str] | None = None
-                ) -> subprocess.Popen[str]:
-    """Starts ``spec`` in a fresh interpreter that talks to the parent line by line."""
+def run_children(jobs: list[tuple[dict[str, Any], dict[str, str] | None]],
+                 timeout: float = 90.0) -> list[dict[str, Any]]:
+    """Runs several instrumented processes at once (they mostly wait on sockets)."""
+    procs = [start_child(spec, env=env, stdin=False) for spec, env in jobs]
+    results = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+        assert proc.returncode == 0 and lines, (
+            f"child failed (rc={proc.returncode})\nstdout:\n{stdout[-3000:]}\n"
+            f"stderr:\n{stderr[-6000:]}")
+        result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
+        result["stderr"] = stderr
+        results.append(result)
+    return results
+
+
+def start_child(spec: dict[str, Any], *, env: dict[str, str] | None = None,
+                stdin: bool = True) -> subprocess.Popen[str]:
+    """Starts ``spec`` in a fresh interpreter (which may talk to the parent by line)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     full_env.update(env or {})
     return subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), json.dumps(spec)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=full_env, cwd=str(HERE))
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=full_env, cwd=str(HERE))
 
 
 class _Capture(logging.Handler):

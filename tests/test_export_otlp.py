@@ -23,7 +23,7 @@ from .otlp_receivers import (
     Received,
     attrs,
     refusing_endpoint,
-    run_child,
+    run_children,
 )
 
 SCENARIOS = ["seed_bug", "single_call", "parallel_one_fails"]
@@ -56,41 +56,61 @@ class Exported:
         return out
 
 
-def _run(protocol: str) -> Iterator[Exported]:
-    receiver: GrpcReceiver | HttpReceiver = (
-        GrpcReceiver() if protocol == "grpc" else HttpReceiver())
-    spec: dict[str, Any] = {"scenarios": SCENARIOS, "direct_orphan": True, "configure_times": 2}
-    if protocol == "grpc":
+def _jobs(rx: dict[str, GrpcReceiver | HttpReceiver]
+          ) -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
+    full: dict[str, Any] = {"scenarios": SCENARIOS, "direct_orphan": True, "configure_times": 2}
+    return {
         # Every explicit argument must beat the variable that says otherwise.
-        spec["configure"] = {"service_name": "export-test", "endpoint": receiver.endpoint,
-                             "protocol": "grpc", "headers": {"x-tenant": "args"},
-                             "service_version": "1.2.3"}
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": refusing_endpoint(),
-               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-               "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=env",
-               "OTEL_SERVICE_NAME": "from-env",
-               "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"}
-    else:
-        spec["configure"] = {}
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-               "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-               "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=env%20var",
-               "OTEL_SERVICE_NAME": "export-test",
-               "OTEL_RESOURCE_ATTRIBUTES": "service.version=1.2.3,deployment.environment=test"}
+        "grpc": ({**full, "configure": {
+            "service_name": "export-test", "endpoint": rx["grpc"].endpoint,
+            "protocol": "grpc", "headers": {"x-tenant": "args"}, "service_version": "1.2.3"}},
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": refusing_endpoint(),
+             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+             "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=env",
+             "OTEL_SERVICE_NAME": "from-env",
+             "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"}),
+        # Nothing but variables.
+        "http/protobuf": ({**full, "configure": {}}, {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": rx["http/protobuf"].endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=env%20var",
+            "OTEL_SERVICE_NAME": "export-test",
+            "OTEL_RESOURCE_ATTRIBUTES": "service.version=1.2.3,deployment.environment=test"}),
+        # The application installed its own tracer provider first.
+        "app": ({"app_provider": True, "configure_times": 2, "scenarios": ["single_call"],
+                 "configure": {"endpoint": rx["app"].endpoint, "protocol": "grpc"}}, {}),
+        # The docs' traces-only recipe, no shutdown() call, ten-minute batch delays.
+        "traces_only": ({"explicit_shutdown": False, "scenarios": ["single_call"],
+                         "direct_orphan": True, "configure": {}}, {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{rx['traces_only'].endpoint}/v1/traces",
+            "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_METRIC_EXPORT_INTERVAL": "600000"}),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, Exported]]:
+    """Every instrumented process of this module, run at once against its receiver."""
+    rx: dict[str, GrpcReceiver | HttpReceiver] = {
+        "grpc": GrpcReceiver(), "http/protobuf": HttpReceiver(), "app": GrpcReceiver(),
+        "traces_only": HttpReceiver()}
     try:
-        result = run_child(spec, env=env)
-        # shutdown() flushed everything before the child reported.
-        assert receiver.received.wait_for(
-            lambda: bool(receiver.received.traces and receiver.received.metrics
-                         and receiver.received.logs), timeout=10)
-        yield Exported(protocol, receiver.received, result)
+        jobs = _jobs(rx)
+        results = run_children(list(jobs.values()))
+        yield {name: Exported(name, rx[name].received, result)
+               for name, result in zip(jobs, results, strict=True)}
     finally:
-        receiver.stop()
+        for r in rx.values():
+            r.stop()
 
 
-@pytest.fixture(scope="module", params=["grpc", "http/protobuf"])
-def exported(request: pytest.FixtureRequest) -> Iterator[Exported]:
-    yield from _run(request.param)
+@pytest.fixture(params=["grpc", "http/protobuf"])
+def exported(request: pytest.FixtureRequest, runs: dict[str, Exported]) -> Exported:
+    run = runs[request.param]
+    # shutdown() flushed everything before the child reported.
+    assert run.rx.wait_for(lambda: bool(run.rx.traces and run.rx.metrics and run.rx.logs),
+                           timeout=10)
+    return run
 
 
 def test_the_run_itself_was_unharmed(exported: Exported) -> None:
@@ -247,46 +267,30 @@ def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Ex
         assert res["service.name"] == "export-test"
 
 
-def test_app_providers_are_left_alone_and_nothing_is_doubled() -> None:
-    receiver = GrpcReceiver()
-    try:
-        result = run_child({
-            "app_provider": True, "configure_times": 2, "scenarios": ["single_call"],
-            "configure": {"endpoint": receiver.endpoint, "protocol": "grpc"}})
-        assert result["errors"] == [] and result["same_handle"] is True
-        # The application's tracer provider stays, and gets each span once.
-        assert result["installed"] == {"traces": False, "metrics": True, "logs": True}
-        assert result["app_spans"].count("tool_task lookup_order") == 1
-        told = [x for x in result["logs"] if "left alone" in x["message"]]
-        assert len(told) == 1 and "TracerProvider" in told[0]["message"]
-        rx = receiver.received
-        assert rx.wait_for(lambda: bool(rx.metrics))
-        assert rx.spans() == []  # nothing added to the application's provider
-        started = [p for _, m in rx.metric_list() if m.name == "adk.tool_task.started"
-                   for p in m.sum.data_points]
-        assert [p.as_int for p in started][-1:] == [1]
-    finally:
-        receiver.stop()
+def test_app_providers_are_left_alone_and_nothing_is_doubled(
+        runs: dict[str, Exported]) -> None:
+    result, rx = runs["app"].result, runs["app"].rx
+    assert result["errors"] == [] and result["same_handle"] is True
+    # The application's tracer provider stays, and gets each span once.
+    assert result["installed"] == {"traces": False, "metrics": True, "logs": True}
+    assert result["app_spans"].count("tool_task lookup_order") == 1
+    told = [x for x in result["logs"] if "left alone" in x["message"]]
+    assert len(told) == 1 and "TracerProvider" in told[0]["message"]
+    assert rx.wait_for(lambda: bool(rx.metrics))
+    assert rx.spans() == []  # nothing added to the application's provider
+    started = [p for _, m in rx.metric_list() if m.name == "adk.tool_task.started"
+               for p in m.sum.data_points]
+    assert [p.as_int for p in started][-1:] == [1]
 
 
-def test_exit_flush_and_the_traces_only_recipe() -> None:
+def test_exit_flush_and_the_traces_only_recipe(runs: dict[str, Exported]) -> None:
     """The docs' "straight to Jaeger" recipe, with no shutdown() call: only traces
     are sent (OTEL_METRICS_EXPORTER/OTEL_LOGS_EXPORTER=none) and the atexit hook
     delivers them although the batch delay is ten minutes."""
-    receiver = HttpReceiver()
-    try:
-        result = run_child(
-            {"explicit_shutdown": False, "scenarios": ["single_call"], "direct_orphan": True,
-             "configure": {}},
-            env={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.endpoint}/v1/traces",
-                 "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
-                 "OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_METRIC_EXPORT_INTERVAL": "600000"})
-        assert result["errors"] == []
-        assert not [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
-        rx = receiver.received
-        assert rx.wait_for(lambda: bool(rx.traces), timeout=10)
-        calls = {attrs(s.attributes)["gen_ai.tool.call.id"] for s in rx.tool_spans()}
-        assert calls == {"call-1", "call-direct-orphan"}
-        assert rx.metrics == [] and rx.logs == []
-    finally:
-        receiver.stop()
+    result, rx = runs["traces_only"].result, runs["traces_only"].rx
+    assert result["errors"] == []
+    assert not [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
+    assert rx.wait_for(lambda: bool(rx.traces), timeout=10)
+    calls = {attrs(s.attributes)["gen_ai.tool.call.id"] for s in rx.tool_spans()}
+    assert calls == {"call-1", "call-direct-orphan"}
+    assert rx.metrics == [] and rx.logs == []

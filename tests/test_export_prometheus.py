@@ -73,10 +73,15 @@ def _wait(what: str, check: Any, proc: subprocess.Popen[str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def instrumented() -> Iterator[tuple[subprocess.Popen[str], int, str]]:
-    """A process with configure_telemetry(prometheus_port=0) that ran real scenarios."""
+def target_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def instrumented(target_port: int) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
+    """A process with configure_telemetry(prometheus_port=...) that ran real scenarios."""
     proc = start_child({
-        "configure": {"service_name": "prom-test", "prometheus_port": 0},
+        "configure": {"service_name": "prom-test", "prometheus_port": target_port},
         "scenarios": ["single_call", "parallel_one_fails", "seed_bug"],
         "direct_orphan": True, "announce": True})
     try:
@@ -99,11 +104,12 @@ def instrumented() -> Iterator[tuple[subprocess.Popen[str], int, str]]:
                 proc.wait(timeout=10)
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path, instrumented: tuple[subprocess.Popen[str], int, str]
-               ) -> Iterator[str]:
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, target_port: int) -> Iterator[str]:
+    """Started before the instrumented process, so that their start-ups overlap; the
+    test's bounded wait covers both becoming ready."""
     binary = _prometheus_binary()
-    _, target_port, _ = instrumented
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     web_port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -115,30 +121,17 @@ def prometheus(tmp_path: Path, instrumented: tuple[subprocess.Popen[str], int, s
         [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
          f"--web.listen-address=127.0.0.1:{web_port}"],
         stdout=log, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{web_port}"
     try:
-        def ready() -> bool:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                return r.status == 200
-        _wait("Prometheus to be ready", ready, proc)
-        yield url
+        yield f"http://127.0.0.1:{web_port}"
+        assert proc.poll() is None, "Prometheus exited"
     finally:
         proc.kill()
         proc.wait(timeout=10)
         log.close()
 
 
-def test_the_endpoint_listens_on_loopback_only(
-        instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
-    _, port, bound = instrumented
-    assert bound == "127.0.0.1"  # the default: not reachable from other hosts
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    assert "adk_tool_task_started_total{" in text
-    assert 'service_name="prom-test"' in text  # target_info carries the resource
-
-
-def test_prometheus_scrapes_the_contract_series(prometheus: str) -> None:
+def test_prometheus_scrapes_the_contract_series(
+        prometheus: str, instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
     query = urllib.parse.quote('{__name__=~"adk_tool_task_.*"}')
 
     def series() -> list[dict[str, str]] | None:
@@ -147,7 +140,7 @@ def test_prometheus_scrapes_the_contract_series(prometheus: str) -> None:
         names = {m["__name__"] for m in result}
         return result if set(SERIES) <= names else None
 
-    found = _wait("adk_tool_task_* series in Prometheus", series)
+    found = _wait("adk_tool_task_* series in Prometheus", series, timeout=60)
     names = {m["__name__"] for m in found}
     assert names == set(SERIES), sorted(names ^ set(SERIES))
     for m in found:
@@ -169,3 +162,13 @@ def test_prometheus_scrapes_the_contract_series(prometheus: str) -> None:
         'sum(adk_tool_task_duration_seconds_count{gen_ai_tool_name="slow_search"})')
     result = _get(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]
     assert float(result[0]["value"][1]) == 2.0
+
+
+def test_the_endpoint_listens_on_loopback_only(
+        instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
+    _, port, bound = instrumented
+    assert bound == "127.0.0.1"  # the default: not reachable from other hosts
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    assert "adk_tool_task_started_total{" in text
+    assert 'service_name="prom-test"' in text  # target_info carries the resource

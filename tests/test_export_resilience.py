@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .otlp_receivers import BlackHole, GrpcReceiver, refusing_endpoint, run_child
+from .otlp_receivers import BlackHole, GrpcReceiver, refusing_endpoint, run_children
 
 QUEUE = 64
 ENV = {
@@ -55,33 +55,33 @@ class _Failing503:
         self._server.server_close()
 
 
-@pytest.fixture
-def endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
-    kind = request.param
-    if kind == "refusing":
-        yield refusing_endpoint()
-    elif kind == "blackhole":
-        hole = BlackHole()
-        yield hole.endpoint
-        hole.stop()
-    else:
-        failing = _Failing503()
-        yield failing.endpoint
-        failing.stop()
-
-
 CASES = [("grpc", "refusing"), ("http/protobuf", "refusing"), ("grpc", "blackhole"),
          ("http/protobuf", "blackhole"), ("http/protobuf", "503")]
 
 
-@pytest.mark.parametrize(("protocol", "endpoint"), CASES, indirect=["endpoint"],
-                         ids=[f"{p}-{k}" for p, k in CASES])
-def test_broken_endpoint_never_reaches_the_agent(protocol: str, endpoint: str) -> None:
-    result = run_child({
-        "configure": {"service_name": "dead", "endpoint": endpoint, "protocol": protocol,
-                      "timeout": 1},
-        "scenarios": ["parallel_calls", "single_call"], "rounds": ROUNDS,
-        "direct_orphan": True}, env=ENV)
+@pytest.fixture(scope="module")
+def broken_runs() -> Iterator[dict[tuple[str, str], tuple[str, dict[str, Any]]]]:
+    """Every case at once, each in its own process: (protocol, kind) -> (endpoint, result)."""
+    hole, failing = BlackHole(), _Failing503()
+    endpoints = {"refusing": refusing_endpoint(), "blackhole": hole.endpoint,
+                 "503": failing.endpoint}
+    try:
+        jobs = [({"configure": {"service_name": "dead", "endpoint": endpoints[kind],
+                                "protocol": protocol, "timeout": 1},
+                  "scenarios": ["parallel_calls", "single_call"], "rounds": ROUNDS,
+                  "direct_orphan": True}, ENV) for protocol, kind in CASES]
+        results = run_children(jobs)
+        yield {case: (endpoints[case[1]], r) for case, r in zip(CASES, results, strict=True)}
+    finally:
+        hole.stop()
+        failing.stop()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{p}-{k}" for p, k in CASES])
+def test_broken_endpoint_never_reaches_the_agent(
+        case: tuple[str, str],
+        broken_runs: dict[tuple[str, str], tuple[str, dict[str, Any]]]) -> None:
+    endpoint, result = broken_runs[case]
     assert result["errors"] == [], result["errors"]
     assert len(result["scenarios"]) == 2 * ROUNDS  # every run completed
     assert result["plugin_internal_errors"] == 0
