@@ -403,7 +403,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if orphans:
         msg = (f"{orphans} tool task{' outlived its' if orphans == 1 else 's outlived their'}"
                " run")
-        if not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY:
+        adk_leak = any(r.orphaned and _in_corpus(_scenarios()[r.name]) for r in results)
+        if adk_leak and not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY:
             msg += (f": google-adk {adk_compat.ADK_VERSION_STRING} has ADK issue 7058, "
                     "fixed in 2.13.0")
         print("\n" + style.paint(sc.Outcome.ORPHANED, msg), file=out)
