@@ -416,3 +416,27 @@ def test_strict_mode_under_uvloop() -> None:
                          timeout=120)
     assert out.stdout.split() == ["uvloop", "1"], out.stderr[-2000:]
     assert uvloop is not None
+
+
+async def test_open_child_span_is_reported_at_run_end(
+        telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    from adk_task_telemetry.spans import OpenSpanProcessor
+
+    processor = OpenSpanProcessor()
+    telemetry.tracer_provider.add_span_processor(processor)
+    try:
+        run = await run_scenario("unended_span", [telemetry.plugin()])
+        await run.probe.cleanup()
+        (log,) = [r for r in caplog.records if "still open" in r.getMessage()]
+        assert "GET /a" in log.getMessage()
+        # On the run's own span (ADK's invocation span, where one is recording).
+        (event,) = [e for s in telemetry.spans.get_finished_spans() for e in s.events
+                    if e.name == sc.EVENT_OPEN_SPAN]
+        assert (event.attributes or {})[sc.OPEN_SPAN_NAME] == "GET /a"
+        assert (event.attributes or {})[sc.ADK_RUN_END_TRIGGER] == "after_run"
+        # A clean run reports nothing.
+        caplog.clear()
+        run = await run_scenario("single_call", [telemetry.plugin()])
+        assert not [r for r in caplog.records if "still open" in r.getMessage()]
+    finally:
+        processor.shutdown()

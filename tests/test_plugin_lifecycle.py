@@ -49,6 +49,7 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
     "live_stubborn_tool": {"call-feed": ("stubborn_feed", "streaming", "orphaned", None)},
     # Without strict mode the run looks clean.
     "fire_and_forget": {"call-upload": ("start_upload", "call", "ok", None)},
+    "unended_span": {"call-fetch": ("fetch_page", "call", "ok", None)},
     "seed_bug": (
         {
             "call-goog": ("monitor_stock", "streaming", "orphaned", None),

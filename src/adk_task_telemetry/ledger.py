@@ -26,6 +26,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import semconv as sc
+from . import spans as _spans
 from .version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -91,6 +92,7 @@ class TaskRecord:
 class RunRecord:
     __slots__ = (
         "app_name", "cb", "finalizer", "invocation_id", "sibling_failed", "span", "spawned",
+        "start_ns", "trace_id",
         "task_is_run", "task_ref", "tasks", "track_spawned", "watching",
     )
 
@@ -98,6 +100,8 @@ class RunRecord:
         self.invocation_id = invocation_id
         self.app_name = app_name
         self.span: Span | None = None
+        self.start_ns = time.time_ns()
+        self.trace_id = 0  # of the run's spans, once known
         # Weak: a finished caller task can hold (through its result) the frames
         # that keep ADK's invocation context, and so this record, alive.
         self.task_ref: weakref.ref[asyncio.Task[Any]] | None = None
@@ -161,6 +165,8 @@ class Ledger:
                   task: asyncio.Task[Any] | None, task_is_run: bool, owner: Any) -> None:
         run = self.run_for(invocation_id, app_name, owner)
         run.span = span if span is not None and span.is_recording() else None
+        if span is not None and span.get_span_context().is_valid:
+            run.trace_id = span.get_span_context().trace_id
         run.task_ref = weakref.ref(task) if task is not None else None
         run.task_is_run = task_is_run
         if run.tasks and task is not None:
@@ -249,6 +255,8 @@ class Ledger:
         span = self._tracer.start_span(
             sc.SPAN_NAME_PREFIX + tool_name, kind=SpanKind.INTERNAL, attributes=span_attrs)
         record = TaskRecord(run, call_id, tool_name, kind, span, attrs)
+        if not run.trace_id:
+            run.trace_id = span.get_span_context().trace_id
         key = call_id
         if key in run.tasks:  # a duplicate id: keep both, each ends on its own
             n = 2
@@ -394,6 +402,8 @@ class Ledger:
         orphans = self._end_tasks(records, trigger)
         if run.spawned:
             orphans += self._end_spawned(run, trigger)
+        if run.trace_id and _spans._processors:
+            self._report_open_spans(run, trigger)
         run.tasks.clear()
         run.span = None
         run.task_ref = None
@@ -472,6 +482,25 @@ class Ledger:
                 "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs%s",
                 record.tool_name, record.call_id, run.invocation_id, trigger, age,
                 " (cancelled by cancel_orphans)" if cancelled else "")
+
+    def _report_open_spans(self, run: RunRecord, trigger: str) -> None:
+        """Spans a tool (or a library under it) opened in this run and never ended."""
+        now = time.time_ns()
+        for child in _spans.open_child_spans(run.trace_id, run.start_ns):
+            age = (now - (child.start_time or now)) / 1e9
+            attrs = {
+                sc.OPEN_SPAN_NAME: child.name,
+                sc.OPEN_SPAN_ID: format(child.get_span_context().span_id, "016x"),
+                sc.ADK_INVOCATION_ID: run.invocation_id,
+                sc.ADK_RUN_END_TRIGGER: trigger,
+                sc.ADK_TOOL_TASK_AGE: round(age, 6),
+            }
+            if run.span is not None and run.span.is_recording():
+                run.span.add_event(sc.EVENT_OPEN_SPAN, attrs)
+            with trace.use_span(child, end_on_exit=False):
+                logger.warning("span still open when its run ended: name=%s invocation=%s "
+                               "trigger=%s age=%.3fs", child.name, run.invocation_id,
+                               trigger, age)
 
     def _end_spawned(self, run: RunRecord, trigger: str) -> int:
         """Strict mode: tasks a tool spawned and left behind are orphans of its call."""

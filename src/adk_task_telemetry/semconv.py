@@ -42,6 +42,11 @@ CODE_STACKTRACE: Final = "code.stacktrace"
 # Event names.
 EVENT_CANCELLED: Final = "cancelled"
 EVENT_ORPHANED_TASK: Final = "orphaned_task"
+# Not in the first contract: a span of the run's trace (opened under a tool task)
+# still open when the run ended; on the run's span, with the open span's name and id.
+EVENT_OPEN_SPAN: Final = "open_span"
+OPEN_SPAN_NAME: Final = "adk.open_span.name"
+OPEN_SPAN_ID: Final = "adk.open_span.id"
 
 
 class Kind:

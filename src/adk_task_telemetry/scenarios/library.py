@@ -230,6 +230,14 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         probe.tasks[f"{tool_context.function_call_id}/upload"] = asyncio.create_task(upload())
         return {"upload": file, "status": "started"}
 
+    async def fetch_page(url: str, tool_context: ToolContext) -> dict[str, str]:
+        """Fetches a page, opening a span it forgets to end (an application bug)."""
+        probe.enter(tool_context)
+        from opentelemetry import trace
+
+        trace.get_tracer("scenarios.http").start_span(f"GET {url}")
+        return {"url": url, "status": "200"}
+
     def stop_streaming(function_name: str) -> None:
         """Stops a running streaming tool."""
         return None
@@ -247,7 +255,7 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
 
     return {f.__name__: f for f in (
         lookup_order, add_numbers, slow_search, wait_briefly, flaky_api, monitor_stock,
-        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload)}
+        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page)}
 
 
 def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
@@ -335,6 +343,12 @@ async def _fire_and_forget(h: Harness) -> None:
     t = _tools(h.probe)
     await h.run_async(_agent("uploader", [[call("start_upload", "call-upload", file="a.csv")]],
                              [t["start_upload"]]))
+
+
+async def _unended_span(h: Harness) -> None:
+    t = _tools(h.probe)
+    await h.run_async(_agent("browser", [[call("fetch_page", "call-fetch", url="/a")]],
+                             [t["fetch_page"]]))
 
 
 async def _single_call(h: Harness) -> None:
@@ -452,6 +466,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              audit=False),
     Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
              "mode)", "async", _fire_and_forget, audit=False),
+    Scenario("unended_span", "a tool opens a span and never ends it (seen with "
+             "OpenSpanProcessor)", "async", _unended_span, audit=False),
 ]}
 
 
