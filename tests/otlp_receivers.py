@@ -168,7 +168,7 @@ class GrpcReceiver:
 
 # --- OTLP/HTTP --------------------------------------------------------------------
 
-_HTTP_PATHS = {
+_HTTP_PATHS: dict[str, tuple[str, Any, Any]] = {
     "/v1/traces": ("traces", trace_service_pb2.ExportTraceServiceRequest,
                    trace_service_pb2.ExportTraceServiceResponse),
     "/v1/metrics": ("metrics", metrics_service_pb2.ExportMetricsServiceRequest,
