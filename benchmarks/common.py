@@ -74,12 +74,17 @@ def spread(xs: Sequence[float]) -> dict[str, float]:
     return {"median": median(xs), "min": xs[0], "max": xs[-1], "iqr": iqr, "n": len(xs)}
 
 
-def timed(fn: Callable[[], Any]) -> float:
-    """Seconds ``fn()`` took (after a full collection, so earlier garbage is not billed)."""
+def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) ``fn()`` took, after a full collection so
+    that earlier garbage is not billed. CPU time counts every thread of the process
+    (the SDK's export thread too) and not the time other processes held the core: on
+    a shared machine it is the steadier of the two."""
     gc.collect()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    return t1 - t0, time.process_time() - c0
 
 
 def rss_bytes() -> int:
