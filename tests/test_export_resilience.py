@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Thread
@@ -63,6 +64,9 @@ CASES = [("grpc", "refusing"), ("http/protobuf", "refusing"), ("grpc", "blackhol
 def broken_runs() -> Iterator[dict[tuple[str, str], tuple[str, dict[str, Any]]]]:
     """Every case at once, each in its own process: (protocol, kind) -> (endpoint, result)."""
     hole, failing = BlackHole(), _Failing503()
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # a port someone else holds
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
     endpoints = {"refusing": refusing_endpoint(), "blackhole": hole.endpoint,
                  "503": failing.endpoint}
     try:
@@ -70,11 +74,17 @@ def broken_runs() -> Iterator[dict[tuple[str, str], tuple[str, dict[str, Any]]]]
                                 "protocol": protocol, "timeout": 1},
                   "scenarios": ["parallel_calls", "single_call"], "rounds": ROUNDS,
                   "direct_orphan": True}, ENV) for protocol, kind in CASES]
-        results = run_children(jobs)
-        yield {case: (endpoints[case[1]], r) for case, r in zip(CASES, results, strict=True)}
+        busy_port = busy.getsockname()[1]
+        jobs.append(({"configure": {"prometheus_port": busy_port},
+                      "scenarios": ["single_call"]}, {}))
+        *results, busy_result = run_children(jobs)
+        out = {case: (endpoints[case[1]], r) for case, r in zip(CASES, results, strict=True)}
+        out[("prometheus", "busy")] = (f"127.0.0.1:{busy_port}", busy_result)
+        yield out
     finally:
         hole.stop()
         failing.stop()
+        busy.close()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{p}-{k}" for p, k in CASES])
@@ -95,6 +105,16 @@ def test_broken_endpoint_never_reaches_the_agent(
              or "queue full" in x["message"].lower()]
     assert noise == [], json.dumps(noise, indent=1)
     assert "Traceback" not in result["stderr"], result["stderr"][-3000:]
+
+
+def test_a_busy_prometheus_port_is_a_warning_not_a_crash(
+        broken_runs: dict[tuple[str, str], tuple[str, dict[str, Any]]]) -> None:
+    where, result = broken_runs[("prometheus", "busy")]
+    assert result["errors"] == [] and result["scenarios"][0][0] == "single_call"
+    assert result["prometheus_port"] is None
+    assert result["installed"] == {"traces": True, "metrics": True, "logs": True}
+    told = [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
+    assert len(told) == 1 and "cannot serve Prometheus metrics on " + where in told[0]["message"]
 
 
 def test_export_recovers_and_says_so(caplog: pytest.LogCaptureFixture) -> None:

@@ -583,7 +583,9 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                 ConsoleMetricExporter(preferred_temporality=_cumulative()),
                 export_interval_millis=interval_ms))
         if prometheus_port is not None:
-            readers.append(_start_prometheus(handle, prometheus_host, prometheus_port))
+            reader = _start_prometheus(handle, prometheus_host, prometheus_port)
+            if reader is not None:
+                readers.append(reader)
         mp = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False,
                            exemplar_filter=_exemplar_filter(filter_name))
         if install:
@@ -639,7 +641,9 @@ def _bridge_logger(provider: Any) -> logging.Handler | None:
     since they are emitted inside the task span), unless a bridge already sees them."""
     ours = logging.getLogger(sc.LOGGER_NAME)
     for lg in (ours, logging.getLogger()):
-        if any(isinstance(h, LoggingHandler) for h in lg.handlers):
+        # The SDK's handler, or the one of opentelemetry-instrumentation-logging.
+        if any(isinstance(h, LoggingHandler) or type(h).__name__ == "LoggingHandler"
+               for h in lg.handlers):
             return None
     with warnings.catch_warnings():  # deprecated in favour of a contrib package; still works
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -650,7 +654,7 @@ def _bridge_logger(provider: Any) -> logging.Handler | None:
     return handler
 
 
-def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricReader:
+def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricReader | None:
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
@@ -658,8 +662,13 @@ def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricRe
         raise RuntimeError(
             "prometheus_port needs opentelemetry-exporter-prometheus: "
             "pip install 'adk-task-telemetry[export]'") from exc
+    try:
+        started = start_http_server(port, addr=host)
+    except OSError as exc:  # a port in use must not stop the agent (nor the other exports)
+        logger.warning("adk_task_telemetry: cannot serve Prometheus metrics on %s:%s (%s); "
+                       "continuing without it", host, port, exc)
+        return None
     reader = PrometheusMetricReader()
-    started = start_http_server(port, addr=host)
     server = started[0] if isinstance(started, tuple) else None
     handle._prom_server = server
     handle._prom_reader = reader
