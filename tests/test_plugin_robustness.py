@@ -205,3 +205,33 @@ async def test_close_reports_open_tasks_once_and_is_idempotent(telemetry: Teleme
     assert plugin.open_tasks() == []
     assert plugin._ledger.state_size() == (0, 0)
     assert len(telemetry.tool_spans()) == 1  # ended exactly once
+
+
+@pytest.mark.parametrize("name", ["seed_bug", "parallel_one_fails", "live_stop_streaming"])
+async def test_two_plugin_instances_do_not_mix_their_records(telemetry: Telemetry,
+                                                            name: str) -> None:
+    """Two plugins (two telemetry pipelines) on one runner each see every task right."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from adk_task_telemetry import TaskTelemetryPlugin
+
+    other_spans = InMemorySpanExporter()
+    other_tp = TracerProvider()
+    other_tp.add_span_processor(SimpleSpanProcessor(other_spans))
+    first = telemetry.plugin()
+    second = TaskTelemetryPlugin(name="second", tracer_provider=other_tp,
+                                 meter_provider=telemetry.meter_provider)
+    run = await run_scenario(name, [first, second])
+    await run.probe.cleanup()
+
+    def outcomes(spans: Any) -> dict[str, str]:
+        return {str(s.attributes[sc.GEN_AI_TOOL_CALL_ID]): str(
+            s.attributes[sc.ADK_TOOL_TASK_OUTCOME]) for s in spans
+            if s.name.startswith("tool_task ")}
+
+    from .test_plugin_lifecycle import EXPECTED
+
+    mine = outcomes(telemetry.tool_spans())
+    assert mine == outcomes(other_spans.get_finished_spans())
+    assert mine == {c: o for c, (_, _, o, _) in EXPECTED[name].items()}

@@ -30,18 +30,6 @@ from .privacy import Redactor, default_redactor, to_attribute
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
-# The record of the tool call whose task is running. before/after/error callbacks
-# of one call run in that call's task, so they all see the same value; tasks a tool
-# body creates inherit it (strict mode); and it tells close() when a nested
-# AgentTool runner closes from inside a tool task.
-_current: contextvars.ContextVar[list[TaskRecord | None] | None] = contextvars.ContextVar(
-    "adk_task_telemetry_record", default=None)
-
-
-def _current_record() -> TaskRecord | None:
-    holder = _current.get()
-    return holder[0] if holder else None
-
 
 class TaskTelemetryPlugin(BasePlugin):
     """A span per ADK tool task, from creation to its end, and orphans at run end.
@@ -85,6 +73,15 @@ class TaskTelemetryPlugin(BasePlugin):
         self._redact = redact
         self._max_arg = max_argument_length
         self._failures = 0
+        # The record of the tool call whose task is running, per plugin instance.
+        # before/after/error callbacks of one call run in that call's task, so they
+        # all see the same value; tasks a tool body creates inherit it (strict
+        # mode); and it tells close() when a nested AgentTool runner closes from
+        # inside a tool task.
+        self._current: contextvars.ContextVar[list[TaskRecord | None] | None] = (
+            contextvars.ContextVar(f"adk_task_telemetry_{id(self):x}", default=None))
+        if track_spawned_tasks:
+            _strict_plugins.add(self)
         compat.add_live_teardown_listener(self)
         register_shutdown()
 
@@ -93,6 +90,10 @@ class TaskTelemetryPlugin(BasePlugin):
     def open_tasks(self) -> list[OpenTask]:
         """Tool tasks running now, orphans included (``orphaned=True``)."""
         return self._ledger.open_tasks()
+
+    def _current_record(self) -> TaskRecord | None:
+        holder = self._current.get()
+        return holder[0] if holder else None
 
     @property
     def internal_errors(self) -> int:
@@ -124,7 +125,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def close(self) -> None:
         try:
-            if _current_record() is not None:
+            if self._current_record() is not None:
                 # A nested AgentTool runner closing inside a tool task (ADK 1.x):
                 # the runs of this plugin are still in progress.
                 return
@@ -162,7 +163,7 @@ class TaskTelemetryPlugin(BasePlugin):
                 compat.agent_name_of(ctx), compat.session_id_of(ctx), kind, extra)
             if record is None:  # max_open_tasks reached
                 return None
-            _current.set(record.holder)
+            self._current.set(record.holder)
             task = _current_task()
             # A call that runs in the run's own task has no task of its own: its
             # callbacks mark its end.
@@ -175,7 +176,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
     ) -> None:
         try:
-            record = _current_record()
+            record = self._current_record()
             if record is not None and record.call_id == str(tool_context.function_call_id or ""):
                 record.after_seen = True
                 if self._capture:
@@ -199,7 +200,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
     ) -> None:
         try:
-            record = _current_record()
+            record = self._current_record()
             # From 2.13 on ADK also reports a cancellation here: the task's own end
             # says that better, so only real errors are kept.
             if (record is not None and isinstance(error, Exception)
@@ -249,6 +250,7 @@ def _kind(tool: Any, ctx: Any) -> str:
 
 # --- strict mode: tasks a tool body spawns ---------------------------------------
 
+_strict_plugins: weakref.WeakSet[TaskTelemetryPlugin] = weakref.WeakSet()
 _spawn_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
@@ -265,10 +267,11 @@ def _install_spawn_tracking() -> None:
         else:
             task = asyncio.Task(coro, loop=loop, **kwargs)
         try:
-            record = _current_record()
-            if record is not None and record.run.track_spawned and isinstance(
-                    task, asyncio.Task):
-                note_spawned(record, task)
+            if isinstance(task, asyncio.Task):
+                for plugin in _strict_plugins:
+                    record = plugin._current_record()
+                    if record is not None and record.run.track_spawned:
+                        note_spawned(record, task)
         except Exception:
             logger.debug("spawned-task tracking failed", exc_info=True)
         return task
