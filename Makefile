@@ -10,14 +10,19 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards clean
 
-# --- demo: the project's own virtualenv, newest ADK -----------------------------
-.venv/.installed: pyproject.toml
+# --- demo: the project's own virtualenv -------------------------------------------
+# The demo reproduces ADK issue 7058, so it runs on the last release that has it;
+# `make demo DEMO_ADK=2.13.0` shows the fix.
+DEMO_ADK ?= 2.12.0
+
+.venv/.installed-$(DEMO_ADK): pyproject.toml
 	$(PYTHON) -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -e ".[export]"
+	.venv/bin/pip install -q -e ".[export]" "google-adk==$(DEMO_ADK)"
+	rm -f .venv/.installed-*
 	touch $@
 
-demo: .venv/.installed
+demo: .venv/.installed-$(DEMO_ADK)
 	.venv/bin/adk-task-telemetry demo
 
 # --- test: one virtualenv per ADK version -------------------------------------
@@ -49,11 +54,14 @@ unit: venvs system-deps
 
 test: lint unit
 
-bench: .venv/.installed
-	.venv/bin/python -m benchmarks.run
+# Benchmarks run on the newest ADK's test virtualenv.
+BENCH_PY := $(VENVS)/adk-$(ADK_NEWEST)/bin/python
 
-bench-quick: .venv/.installed
-	.venv/bin/python -m benchmarks.run --quick
+bench: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(BENCH_PY) -m benchmarks.run
+
+bench-quick: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(BENCH_PY) -m benchmarks.run --quick
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
