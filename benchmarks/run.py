@@ -629,9 +629,37 @@ def _fmt(x: float | None, nd: int = 2) -> str:
     return f"{x:,.{nd}f}"
 
 
-def render_markdown(res: dict[str, Any], command: str) -> str:
+_METHOD = """\
+How it is measured: every comparison is made in one run. The variants of a section
+take turns within each round, the order rotating every round, and each figure is
+the median over the rounds; a ratio is taken within each round and the median of
+those ratios reported. Micro-benchmarks count the process's CPU time (all its
+threads, the SDK's span-export thread included), which other processes on a shared
+machine disturb far less than wall time; scripted runs report both. The floor is one
+span started and ended on an SDK TracerProvider with a BatchSpanProcessor and an
+exporter that does nothing; metrics go to an SDK MeterProvider whose reader
+aggregates every measurement. Section 2 needs ADK's own telemetry on, which takes
+a *global* TracerProvider/MeterProvider, and OTel lets a process set those once:
+so it runs two persistent worker processes (one with no global providers, one with
+SDK providers set globally) that the parent drives in lock-step, one sample at a
+time. Each variant is compared with its baseline inside the same process (the
+OpenInference instrumentor is instrumented/uninstrumented between samples, outside
+the timing); only `adk` against `none` crosses processes. A forwarding processor in
+one process was not used: it would still create SDK spans for the no-telemetry
+baseline, which is then not the no-op API a user without telemetry has.
+
+`--quick` runs every section at a tiny size (well under a minute) and asserts
+nothing about time; tests/test_benchmarks_smoke.py runs it. Profile the hot path
+with `python -m benchmarks.profile_hot_path [--lines] [--runner]`.
+"""
+
+
+def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
     m = res["meta"]
     pt = res["per_task"]
+    command = command or m.get("command") or (
+        f"{m.get('python_executable', 'python')} -m benchmarks.run"
+        + (" --quick" if m.get("quick") else ""))
     lines = [
         "# Benchmarks",
         "",
@@ -641,11 +669,17 @@ def render_markdown(res: dict[str, Any], command: str) -> str:
         command,
         "```",
         "",
-        f"on {m['date']}: Python {m['python']}, google-adk {m['google_adk']}, "
+        f"on {m['date']} at commit {m.get('git_commit', '?')}"
+        + (" (src/ had uncommitted changes)" if m.get("src_modified") else "")
+        + f": Python {m['python']}, google-adk {m['google_adk']}, "
         f"opentelemetry-sdk {m['opentelemetry_sdk']}, {m['cpus']} CPUs (shared, noisy). "
         f"Raw figures: `{m['json']}`. Medians over {m['rounds']} interleaved rounds; every "
-        "ratio is against a baseline measured in the same run (median of per-round ratios).",
+        "ratio is against a baseline measured in the same run (median of per-round ratios). "
+        "The interpreter is a virtualenv with `pip install -e '.[export,bench]'` "
+        "(`make bench` uses `.venv`; without the `bench` extra the OpenInference column "
+        "is skipped with its reason).",
         "",
+        _METHOD,
         "## Goals",
         "",
         "| goal | target | measured | met |",
@@ -799,7 +833,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated sections (for development)")
     ap.add_argument("--throughput-child", nargs=3, metavar=("SECONDS", "ROUNDS", "CPU"),
                     help=argparse.SUPPRESS)
+    ap.add_argument("--render", type=Path, default=None, metavar="JSON",
+                    help="only re-render the Markdown from an earlier run's JSON")
     args = ap.parse_args(argv)
+    if args.render is not None:
+        md = args.markdown or ROOT / "docs" / "benchmarks.md"
+        md.write_text(render_markdown(json.loads(args.render.read_text())) + "\n")
+        return 0
     _silence_adk()
     if args.throughput_child:
         cpu = args.throughput_child[2]
@@ -814,6 +854,8 @@ def main(argv: list[str] | None = None) -> int:
     out_json = out_dir / ("quick.json" if plan.quick else "full.json")
     only = [s for s in args.only.split(",") if s] or list(SECTIONS)
     results: dict[str, Any] = {"meta": _meta(plan, out_json)}
+    given = sys.argv[1:] if argv is None else argv
+    results["meta"]["command"] = " ".join([_shown_python(), "-m", "benchmarks.run", *given])
     t0 = time.perf_counter()
     for name in only:
         _say(f"section {name} ...")
@@ -827,10 +869,8 @@ def main(argv: list[str] | None = None) -> int:
     _say(f"wrote {out_json}")
     md_path = args.markdown or (None if plan.quick else ROOT / "docs" / "benchmarks.md")
     if md_path is not None and "goals" in results:
-        given = sys.argv[1:] if argv is None else argv
-        cmd = " ".join([_shown_python(), "-m", "benchmarks.run", *given])
         md_path.parent.mkdir(parents=True, exist_ok=True)
-        md_path.write_text(render_markdown(results, cmd) + "\n")
+        md_path.write_text(render_markdown(results) + "\n")
         _say(f"wrote {md_path}")
     return 0
 
