@@ -556,6 +556,9 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         return h
 
     existing: list[str] = []
+    # Globals are set only once everything is built: a bad OTEL_BSP_*/OTEL_BLRP_*
+    # value (the SDK raises) must not leave half a setup installed.
+    installs: list[Callable[[], object]] = []
 
     # --- traces
     if not install or _is_proxy(trace.get_tracer_provider()):
@@ -566,7 +569,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         if "traces" in consoles:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         if install:
-            trace.set_tracer_provider(tp)
+            installs.append(lambda: trace.set_tracer_provider(tp))
         handle.tracer_provider = tp
     else:
         existing.append(f"TracerProvider ({type(trace.get_tracer_provider()).__name__})")
@@ -589,7 +592,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         mp = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False,
                            exemplar_filter=_exemplar_filter(filter_name))
         if install:
-            metrics.set_meter_provider(mp)
+            installs.append(lambda: metrics.set_meter_provider(mp))
         handle.meter_provider = mp
     else:
         existing.append(f"MeterProvider ({type(metrics.get_meter_provider()).__name__})")
@@ -606,10 +609,12 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         if "logs" in consoles:
             lp.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
         if install:
-            _logs.set_logger_provider(lp)
+            installs.append(lambda: _logs.set_logger_provider(lp))
         handle.logger_provider = lp
     else:
         existing.append(f"LoggerProvider ({type(_logs.get_logger_provider()).__name__})")
+    for set_global in installs:
+        set_global()
     if install:
         handle._log_handler = _bridge_logger(_logs.get_logger_provider())
 
