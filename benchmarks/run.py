@@ -774,6 +774,9 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
               f"| harness alone | {_fmt(tp['harness_alone_tasks_per_s']['median'], 0)} |",
               f"| plugin alone (derived) | {_fmt(tp['plugin_only_tasks_per_s'], 0)} |",
               "", tp["notes"], ""]
+    notes = Path(__file__).with_name("PROFILE.md")
+    if notes.exists():  # the hot-path profile, written by hand from profile_hot_path
+        lines += [notes.read_text().rstrip(), ""]
     return "\n".join(lines)
 
 
