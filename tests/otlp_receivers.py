@@ -306,6 +306,7 @@ def run_children(jobs: list[tuple[dict[str, Any], dict[str, str] | None]],
             f"stderr:\n{stderr[-6000:]}")
         result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
         result["stderr"] = stderr
+        result["stdout"] = stdout
         results.append(result)
     return results
 

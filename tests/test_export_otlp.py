@@ -79,6 +79,9 @@ def _jobs(rx: dict[str, GrpcReceiver | HttpReceiver]
         # The application installed its own tracer provider first.
         "app": ({"app_provider": True, "configure_times": 2, "scenarios": ["single_call"],
                  "configure": {"endpoint": rx["app"].endpoint, "protocol": "grpc"}}, {}),
+        # Console only: no OTLP is attempted when no endpoint is configured.
+        "console": ({"scenarios": ["single_call"], "direct_orphan": True,
+                     "configure": {"console": True}}, {}),
         # The docs' traces-only recipe, no shutdown() call, ten-minute batch delays.
         "traces_only": ({"explicit_shutdown": False, "scenarios": ["single_call"],
                          "direct_orphan": True, "configure": {}}, {
@@ -93,7 +96,7 @@ def runs() -> Iterator[dict[str, Exported]]:
     """Every instrumented process of this module, run at once against its receiver."""
     rx: dict[str, GrpcReceiver | HttpReceiver] = {
         "grpc": GrpcReceiver(), "http/protobuf": HttpReceiver(), "app": GrpcReceiver(),
-        "traces_only": HttpReceiver()}
+        "traces_only": HttpReceiver(), "console": HttpReceiver()}
     try:
         jobs = _jobs(rx)
         results = run_children(list(jobs.values()))
@@ -294,3 +297,14 @@ def test_exit_flush_and_the_traces_only_recipe(runs: dict[str, Exported]) -> Non
     calls = {attrs(s.attributes)["gen_ai.tool.call.id"] for s in rx.tool_spans()}
     assert calls == {"call-1", "call-direct-orphan"}
     assert rx.metrics == [] and rx.logs == []
+
+
+def test_console_output_without_any_otlp(runs: dict[str, Exported]) -> None:
+    result = runs["console"].result
+    assert result["errors"] == []
+    out = result["stdout"]
+    assert '"name": "tool_task lookup_order"' in out  # the span
+    assert '"adk.tool_task.started"' in out  # the metrics
+    assert "orphaned tool task: tool=direct_tool" in out  # the log record
+    # Nothing tried to reach an OTLP endpoint, so nothing failed.
+    assert not [x for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
