@@ -675,9 +675,10 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         f"opentelemetry-sdk {m['opentelemetry_sdk']}, {m['cpus']} CPUs (shared, noisy). "
         f"Raw figures: `{m['json']}`. Medians over {m['rounds']} interleaved rounds; every "
         "ratio is against a baseline measured in the same run (median of per-round ratios). "
-        "The interpreter is a virtualenv with `pip install -e '.[export,bench]'` "
-        "(`make bench` uses `.venv`; without the `bench` extra the OpenInference column "
-        "is skipped with its reason).",
+        "The interpreter is a virtualenv with google-adk and `pip install -e "
+        "'.[export,bench]'`; `make bench` runs the newest ADK's test virtualenv, and "
+        "without the `bench` extra there the OpenInference column is skipped with its "
+        "reason.",
         "",
         _METHOD,
         "## Goals",
