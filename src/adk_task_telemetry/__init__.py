@@ -8,7 +8,8 @@ when their run ends are reported as ``orphaned_task``.
 from .ledger import OpenTask
 from .plugin import TaskTelemetryPlugin
 from .setup import TelemetryHandle, configure_telemetry
+from .spans import OpenSpanProcessor
 from .version import __version__
 
-__all__ = ["OpenTask", "TaskTelemetryPlugin", "TelemetryHandle", "__version__",
-           "configure_telemetry"]
+__all__ = ["OpenSpanProcessor", "OpenTask", "TaskTelemetryPlugin", "TelemetryHandle",
+           "__version__", "configure_telemetry"]

@@ -55,6 +55,8 @@ from opentelemetry.sdk.trace.export import (
 
 from . import _env
 from . import semconv as sc
+from .ledger import shutdown_all
+from .spans import OpenSpanProcessor
 
 try:  # the base class was renamed in SDK 1.39; the old name warns
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
@@ -493,6 +495,15 @@ def _cumulative() -> dict[type, AggregationTemporality] | None:
 
 def _exporters(target: _env.OtlpTarget) -> Any:
     """The OTLP exporter of one signal, for its protocol."""
+    try:
+        return _make_exporter(target)
+    except ImportError as e:
+        raise ImportError(
+            f"OTLP export needs the 'export' extra: pip install 'adk-task-telemetry[export]' "
+            f"({e.name} is missing)") from e
+
+
+def _make_exporter(target: _env.OtlpTarget) -> Any:
     hdrs = target.headers or None
     if target.protocol == _env.GRPC:
         if target.signal == "traces":
@@ -568,6 +579,8 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                 _exporters(targets["traces"]), health("traces"))))
         if "traces" in consoles:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        # Spans a tool leaves open are reported when its run ends.
+        tp.add_span_processor(OpenSpanProcessor())
         if install:
             installs.append(lambda: trace.set_tracer_provider(tp))
         handle.tracer_provider = tp
@@ -692,6 +705,8 @@ def _register_atexit() -> None:
 
 
 def _at_exit() -> None:
+    # Runs still in flight are reported (trigger `shutdown`) before the flush.
+    shutdown_all()
     handle = _active
     if handle is not None:
         handle.shutdown(timeout_millis=_EXIT_TIMEOUT_MS)
