@@ -60,7 +60,7 @@ class LedgerOptions:
 class TaskRecord:
     __slots__ = (
         "after_seen", "attrs", "bound_to_callbacks", "call_id", "cancel_cause", "cb",
-        "error", "holder", "invocation_id", "kind", "orphaned_at", "run", "span", "start",
+        "error", "holder", "invocation_id", "key", "kind", "orphaned_at", "run", "span", "start",
         "state", "task", "tool_name",
     )
 
@@ -69,6 +69,7 @@ class TaskRecord:
         self.run = run
         self.invocation_id = run.invocation_id
         self.call_id = call_id
+        self.key = call_id  # in run.tasks (differs for a duplicate id)
         self.tool_name = tool_name
         self.kind = kind
         self.span = span
@@ -265,6 +266,7 @@ class Ledger:
             key = f"{call_id}#{n}"
             logger.info("adk_task_telemetry: function-call id %r seen twice in invocation %s",
                         call_id, run.invocation_id)
+        record.key = key
         run.tasks[key] = record
         self._open += 1
         self._started.add(1, attrs)
@@ -367,10 +369,8 @@ class Ledger:
 
     def _forget(self, record: TaskRecord) -> None:
         run = record.run
-        for key, other in run.tasks.items():
-            if other is record:
-                del run.tasks[key]
-                break
+        if run.tasks.get(record.key) is record:
+            del run.tasks[record.key]
         self._open -= 1
         record.task = None
         record.cb = None
