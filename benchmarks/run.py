@@ -393,6 +393,78 @@ def _idle_sweeps(ledger: Any, inv: Callable[[], str], k: int) -> float:
     return (time.process_time() - t0) / k
 
 
+def _open_span_processor(plan: Plan) -> dict[str, Any]:
+    """configure_telemetry() also installs an OpenSpanProcessor (spans left open under
+    a run are reported at its end). Measured apart, last, because while one exists in
+    the process every sweep consults it: its cost per span, and the idle sweep as
+    unrelated spans (other runs in flight) stay open."""
+    try:
+        from adk_task_telemetry.spans import OpenSpanProcessor
+    except ImportError as e:
+        return {"skipped": f"no OpenSpanProcessor in this version ({e})"}
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from adk_task_telemetry.ledger import Ledger
+
+    from .common import NoopSpanExporter
+
+    sizes = (0, 100) if plan.quick else (0, 100, 1000, 5000)
+    plain = make_providers()
+    tp = TracerProvider()
+    tp.add_span_processor(BatchSpanProcessor(NoopSpanExporter()))
+    tp.add_span_processor(OpenSpanProcessor(max_spans=2 * max(sizes) + 1000))
+    n = plan.span_batch
+    plain_tracer, osp_tracer = plain.tracer_provider.get_tracer("a"), tp.get_tracer("b")
+
+    def spans(tracer: Any) -> Callable[[], None]:
+        def go() -> None:
+            start = tracer.start_span
+            for _ in range(n):
+                start("tool_task fetch").end()
+        return go
+
+    per_span: dict[str, list[float]] = {"without": [], "with": []}
+    ratio: list[float] = []
+    for r in range(plan.rounds):
+        got = {}
+        for name, tracer in _rotate([("without", plain_tracer), ("with", osp_tracer)], r):
+            got[name] = timed(spans(tracer))[1] / n * 1e9
+            per_span[name].append(got[name])
+        ratio.append(got["with"] / got["without"])
+    ledger = Ledger(tp, plain.meter_provider)
+    seq = [0]
+
+    def inv() -> str:
+        seq[0] += 1
+        return f"osp-{seq[0]}"
+
+    by_open: list[dict[str, Any]] = []
+    other = tp.get_tracer("other-runs")
+    held: list[Any] = []
+    for size in sizes:
+        while len(held) < size:
+            held.append(other.start_span("other run's span"))
+        idle = [_idle_sweeps(ledger, inv, 50) * 1e6 for _ in range(plan.sweep_reps)]
+        by_open.append({"unrelated_open_spans": size, "us_idle_run": spread(idle)})
+        _say(f"sweep with OpenSpanProcessor, {size} unrelated open spans: "
+             f"{median(idle):.1f} us")
+    for sp in held:
+        sp.end()
+    tp.shutdown()
+    plain.shutdown()
+    del ledger, tp, held
+    gc.collect()
+    return {
+        "ns_per_bare_span": {k: spread(v) for k, v in per_span.items()},
+        "span_ratio_with_to_without": median(ratio),
+        "idle_sweep_by_unrelated_open_spans": by_open,
+        "notes": ("Process CPU time. The idle sweep reads every open span the processor "
+                  "holds to find the run's own, so its cost grows with spans other runs "
+                  "hold open at that moment (not with ended history)."),
+    }
+
+
 def section_sweep(plan: Plan) -> dict[str, Any]:
     from adk_task_telemetry.ledger import Ledger, LedgerOptions
 
@@ -436,8 +508,10 @@ def section_sweep(plan: Plan) -> dict[str, Any]:
         _say(f"sweep: history {h}: idle {median(idle):.1f} us, 10 open {median(open10):.0f} us")
     loop.close()
     prov.shutdown()
+    osp = _open_span_processor(plan)
     first, last = by_history[0], by_history[-1]
     return {
+        "open_span_processor": osp,
         "unit": "microseconds per sweep (process CPU time)",
         "by_open_tasks": by_open,
         "by_ended_history": by_history,
@@ -757,6 +831,18 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         lines.append(f"| {row['ended_runs']:,} | {_fmt(row['us_idle_run']['median'], 1)} | "
                      f"{_fmt(row['us_10_open']['median'], 1)} | {tuple(row['state_size'])} |")
     lines += ["", sw["notes"], ""]
+    osp = sw.get("open_span_processor", {})
+    if "skipped" in osp:
+        lines += [f"OpenSpanProcessor: skipped ({osp['skipped']}).", ""]
+    elif osp:
+        lines += ["With the OpenSpanProcessor that `configure_telemetry()` installs: a bare "
+                  f"span costs {_fmt(osp['span_ratio_with_to_without'])}x what it costs "
+                  "without it, and the idle sweep reads the spans other runs hold open:", "",
+                  "| unrelated open spans | idle run µs |", "|---|---|"]
+        for row in osp["idle_sweep_by_unrelated_open_spans"]:
+            lines.append(f"| {row['unrelated_open_spans']:,} | "
+                         f"{_fmt(row['us_idle_run']['median'], 1)} |")
+        lines += ["", osp["notes"], ""]
     me = res["memory"]
     tm = me["tracemalloc"]
     lines += ["## 4. Memory", "", f"{me['tool_tasks']:,} tool tasks through the plugin.", "",

@@ -94,6 +94,11 @@ def test_sweep(quick: dict[str, Any]) -> None:
     for r in sw["by_open_tasks"]:
         assert _positive(r["us"]["median"])
         assert _positive(r["us_per_open_task"])
+    osp = sw["open_span_processor"]
+    if "skipped" not in osp:
+        assert _positive(osp["span_ratio_with_to_without"])
+        for r in osp["idle_sweep_by_unrelated_open_spans"]:
+            assert _positive(r["us_idle_run"]["median"])
     for r in sw["by_ended_history"]:
         assert r["state_size"] == [0, 0]
         assert _positive(r["us_idle_run"]["median"])
