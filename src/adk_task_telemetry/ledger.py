@@ -59,13 +59,16 @@ class LedgerOptions:
 
 class TaskRecord:
     __slots__ = (
-        "after_seen", "attrs", "bound_to_callbacks", "call_id", "cancel_cause", "cb",
-        "error", "holder", "invocation_id", "key", "kind", "orphaned_at", "run", "span", "start",
+        "after_seen", "attrs", "bound_to_callbacks", "call_id", "cancel_cause",
+        "error", "holder", "invocation_id", "key", "kind", "ledger", "orphaned_at", "run",
+        "series", "span", "start",
         "state", "task", "tool_name",
     )
 
-    def __init__(self, run: RunRecord, call_id: str, tool_name: str, kind: str, span: Span,
-                 attrs: dict[str, str]) -> None:
+    def __init__(self, ledger: Ledger, run: RunRecord, call_id: str, tool_name: str, kind: str,
+                 span: Span, series: _Series) -> None:
+        self.ledger = ledger
+        self.series = series
         self.run = run
         self.invocation_id = run.invocation_id
         self.call_id = call_id
@@ -73,10 +76,9 @@ class TaskRecord:
         self.tool_name = tool_name
         self.kind = kind
         self.span = span
-        self.attrs = attrs
+        self.attrs = series.attrs  # the metric attributes: shared, never mutated
         self.start = time.monotonic()
         self.task: asyncio.Task[Any] | None = None
-        self.cb: Any = None
         self.error: BaseException | None = None
         self.after_seen = False
         self.cancel_cause: str | None = None
@@ -88,6 +90,10 @@ class TaskRecord:
         # What the plugin's context variable holds: emptied when the record ends,
         # so a finished asyncio task that ADK keeps around does not keep it.
         self.holder: list[TaskRecord | None] = [self]
+
+    def __call__(self, task: asyncio.Task[Any]) -> None:
+        """The done-callback of the task it is bound to (no partial per task)."""
+        self.ledger._on_task_done(self, task)
 
 
 class RunRecord:
@@ -124,6 +130,21 @@ class RunRecord:
         return self.task_ref() if self.task_ref is not None else None
 
 
+class _Series:
+    """One set of metric attributes (tool, agent, kind, app): its attribute dicts,
+    built once, and its started/active counts, kept as plain integers and read by
+    observable instruments at collection, so a tool task costs no SDK measurement
+    for them."""
+
+    __slots__ = ("active", "attrs", "span_attrs", "started")
+
+    def __init__(self, attrs: dict[str, str], tool_type: str) -> None:
+        self.attrs = attrs
+        self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
+        self.started = 0
+        self.active = 0
+
+
 class Ledger:
     def __init__(
         self,
@@ -134,10 +155,12 @@ class Ledger:
         self.options = options or LedgerOptions()
         self._tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
-        self._started = meter.create_counter(
-            sc.METRIC_STARTED, sc.UNIT_TASK, "Tool tasks created.")
-        self._active = meter.create_up_down_counter(
-            sc.METRIC_ACTIVE, sc.UNIT_TASK, "Tool tasks running inside their run.")
+        self._series: dict[tuple[str, str, str, str, str], _Series] = {}
+        meter.create_observable_counter(
+            sc.METRIC_STARTED, [self._observe_started], sc.UNIT_TASK, "Tool tasks created.")
+        meter.create_observable_up_down_counter(
+            sc.METRIC_ACTIVE, [self._observe_active], sc.UNIT_TASK,
+            "Tool tasks running inside their run.")
         self._duration = meter.create_histogram(
             sc.METRIC_DURATION, sc.UNIT_SECONDS,
             "Tool task lifetime, creation to end, for tasks that ended inside their run.",
@@ -158,7 +181,30 @@ class Ledger:
         self._open = 0
         self._overflowed = 0
         self._tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        #: Failures inside the ledger's own callbacks (swallowed, logged).
+        self.failures = 0
         _LEDGERS.add(self)
+
+    def _observe_started(self, _options: Any) -> list[metrics.Observation]:
+        # list() copies in one step: the event loop may add a series while the
+        # reader's thread collects.
+        return [metrics.Observation(x.started, x.attrs) for x in list(self._series.values())]
+
+    def _observe_active(self, _options: Any) -> list[metrics.Observation]:
+        return [metrics.Observation(x.active, x.attrs) for x in list(self._series.values())]
+
+    def _series_for(self, tool_name: str, agent_name: str, kind: str, app_name: str,
+                    tool_type: str) -> _Series:
+        key = (tool_name, agent_name, kind, app_name, tool_type)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = _Series({
+                sc.GEN_AI_TOOL_NAME: tool_name[:_NAME_CHARS],
+                sc.GEN_AI_AGENT_NAME: agent_name[:_NAME_CHARS],
+                sc.ADK_TOOL_TASK_KIND: kind,
+                sc.ADK_APP_NAME: app_name[:_NAME_CHARS],
+            }, tool_type[:_NAME_CHARS])
+        return series
 
     # --- runs -------------------------------------------------------------------
 
@@ -220,7 +266,7 @@ class Ledger:
                 # inside one step of the generator, cannot outlive it legitimately.
                 self.sweep(invocation_id, sc.EndTrigger.RUN_TASK_DONE, only=_STEP_KINDS)
         except Exception:
-            logger.debug("run-task sweep failed", exc_info=True)
+            self._failed("run-task sweep")
 
     # --- tasks ------------------------------------------------------------------
 
@@ -228,34 +274,26 @@ class Ledger:
         self, run: RunRecord, call_id: str, tool_name: str, tool_type: str, agent_name: str,
         conversation_id: str | None, kind: str, extra: dict[str, str] | None = None,
     ) -> TaskRecord | None:
-        tool_name = tool_name[:_NAME_CHARS]
-        attrs = {
-            sc.GEN_AI_TOOL_NAME: tool_name,
-            sc.GEN_AI_AGENT_NAME: agent_name[:_NAME_CHARS],
-            sc.ADK_TOOL_TASK_KIND: kind,
-            sc.ADK_APP_NAME: run.app_name[:_NAME_CHARS],
-        }
+        series = self._series_for(tool_name, agent_name, kind, run.app_name, tool_type)
+        tool_name = series.attrs[sc.GEN_AI_TOOL_NAME]
         if self._open >= self.options.max_open_tasks:
             self._overflowed += 1
-            self._overflow.add(1, attrs)
+            self._overflow.add(1, series.attrs)
             if self._overflowed == 1 or self._overflowed % 1000 == 0:
                 logger.warning(
                     "adk_task_telemetry: %d open tool tasks reached max_open_tasks; %d tool "
                     "tasks not tracked so far", self._open, self._overflowed)
             return None
-        span_attrs: dict[str, str] = {
-            **attrs,
-            sc.GEN_AI_TOOL_CALL_ID: call_id[:_NAME_CHARS],
-            sc.GEN_AI_TOOL_TYPE: tool_type[:_NAME_CHARS],
-            sc.ADK_INVOCATION_ID: run.invocation_id,
-        }
+        span_attrs = series.span_attrs.copy()
+        span_attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id[:_NAME_CHARS]
+        span_attrs[sc.ADK_INVOCATION_ID] = run.invocation_id
         if conversation_id:
             span_attrs[sc.GEN_AI_CONVERSATION_ID] = conversation_id
         if extra:
             span_attrs.update(extra)
         span = self._tracer.start_span(
             sc.SPAN_NAME_PREFIX + tool_name, kind=SpanKind.INTERNAL, attributes=span_attrs)
-        record = TaskRecord(run, call_id, tool_name, kind, span, attrs)
+        record = TaskRecord(self, run, call_id, tool_name, kind, span, series)
         if not run.trace_id:
             run.trace_id = span.get_span_context().trace_id
         key = call_id
@@ -269,8 +307,8 @@ class Ledger:
         record.key = key
         run.tasks[key] = record
         self._open += 1
-        self._started.add(1, attrs)
-        self._active.add(1, attrs)
+        series.started += 1
+        series.active += 1
         return record
 
     def bind(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
@@ -280,8 +318,8 @@ class Ledger:
         old = record.task
         if old is task:
             return
-        if old is not None and record.cb is not None:
-            old.remove_done_callback(record.cb)
+        if old is not None:
+            old.remove_done_callback(record)
         record.task = task
         if task is None:
             record.bound_to_callbacks = True
@@ -292,10 +330,9 @@ class Ledger:
         if task.done():
             self._finish_from_task(record, task)
             return
-        if record.cb is None:
-            record.cb = partial(self._on_task_done, record)
-        task.add_done_callback(record.cb)
-        self._watch(record.run)
+        task.add_done_callback(record)
+        if not record.run.watching:
+            self._watch(record.run)
 
     def mark_stop_requested(self, invocation_id: str, tool_name: str) -> None:
         run = self._runs.get(invocation_id)
@@ -312,7 +349,7 @@ class Ledger:
             elif record.state == ORPHANED:
                 self._orphan_ended(record, task)
         except Exception:
-            logger.debug("tool-task finish failed", exc_info=True)
+            self._failed("tool-task end")
 
     def _finish_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
@@ -338,6 +375,9 @@ class Ledger:
             return
         record.state = ENDED
         run = record.run
+        # Bookkeeping first: a provider that raises below must not leave a record.
+        self._forget(record)
+        record.series.active -= 1
         span = record.span
         span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
         attrs = dict(record.attrs)
@@ -355,10 +395,8 @@ class Ledger:
             cause = record.cancel_cause or self._infer_cause(record)
             span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
         span.end()
-        self._active.add(-1, record.attrs)
         self._duration.record(time.monotonic() - record.start, attrs,
                               context=trace.set_span_in_context(span))
-        self._forget(record)
 
     def _infer_cause(self, record: TaskRecord) -> str:
         if record.kind in (sc.Kind.STREAMING, sc.Kind.NON_BLOCKING):
@@ -373,7 +411,6 @@ class Ledger:
             del run.tasks[record.key]
         self._open -= 1
         record.task = None
-        record.cb = None
         record.holder[0] = None
         if not run.tasks:
             self._unwatch(run)
@@ -441,8 +478,8 @@ class Ledger:
         record.orphaned_at = now
         age = now - record.start
         task = None if record.bound_to_callbacks else record.task
+        record.series.active -= 1
         self._report_orphan(record.span, record, run, trigger, age, task)
-        self._active.add(-1, record.attrs)
         if task is None:
             self._orphan_ended(record, None)  # nothing to watch: count it as gone
         else:
@@ -515,17 +552,16 @@ class Ledger:
                 sc.SPAN_NAME_PREFIX + parent.tool_name, kind=SpanKind.INTERNAL,
                 context=trace.set_span_in_context(parent.span), start_time=spawned_ns,
                 attributes=attributes)
-            record = TaskRecord(run, parent.call_id, parent.tool_name, parent.kind, span,
-                                parent.attrs)
-            self._started.add(1, record.attrs)
+            record = TaskRecord(self, run, parent.call_id, parent.tool_name, parent.kind, span,
+                                parent.series)
+            record.series.started += 1
             record.start = time.monotonic() - (time.time_ns() - spawned_ns) / 1e9
             record.state = ORPHANED
             record.orphaned_at = time.monotonic()
             record.task = task
             self._report_orphan(span, record, run, trigger, record.orphaned_at - record.start,
                                 task)
-            record.cb = partial(self._on_task_done, record)
-            task.add_done_callback(record.cb)
+            task.add_done_callback(record)
             self._orphans.add(record)
             record.run = _DETACHED
             orphans += 1
@@ -549,8 +585,12 @@ class Ledger:
             {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
             context=trace.set_span_in_context(record.span))
         record.task = None
-        record.cb = None
         record.holder[0] = None
+
+    def _failed(self, where: str) -> None:
+        self.failures += 1
+        if self.failures <= 10:
+            logger.exception("adk_task_telemetry: internal error in %s (ignored)", where)
 
     # --- views ------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ class TaskTelemetryPlugin(BasePlugin):
     @property
     def internal_errors(self) -> int:
         """How many callbacks failed inside the plugin (and were swallowed)."""
-        return self._failures
+        return self._failures + self._ledger.failures
 
     # --- run --------------------------------------------------------------------
 
