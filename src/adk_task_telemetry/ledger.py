@@ -136,11 +136,14 @@ class _Series:
     observable instruments at collection, so a tool task costs no SDK measurement
     for them."""
 
-    __slots__ = ("active", "attrs", "span_attrs", "started")
+    __slots__ = ("active", "attrs", "by_outcome", "span_attrs", "started")
 
     def __init__(self, attrs: dict[str, str], tool_type: str) -> None:
         self.attrs = attrs
         self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
+        # The duration histogram's attributes per outcome (no error.type).
+        self.by_outcome = {o: {**attrs, sc.ADK_TOOL_TASK_OUTCOME: o} for o in (
+            sc.Outcome.OK, sc.Outcome.RECOVERED, sc.Outcome.CANCELLED)}
         self.started = 0
         self.active = 0
 
@@ -380,15 +383,16 @@ class Ledger:
         record.series.active -= 1
         span = record.span
         span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
-        attrs = dict(record.attrs)
-        attrs[sc.ADK_TOOL_TASK_OUTCOME] = outcome
+        attrs = record.series.by_outcome.get(outcome)
+        if attrs is None:
+            attrs = {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
         if error is not None:
             span.record_exception(error)
             if outcome == sc.Outcome.ERROR:
                 etype = _error_type(error)
                 span.set_attribute(sc.ERROR_TYPE, etype)
                 span.set_status(Status(StatusCode.ERROR, etype))
-                attrs[sc.ERROR_TYPE] = etype
+                attrs = {**attrs, sc.ERROR_TYPE: etype}
                 if record.kind == sc.Kind.CALL:
                     run.sibling_failed = True
         elif outcome == sc.Outcome.CANCELLED:

@@ -9,7 +9,6 @@ your own provider with ``provider.add_span_processor(OpenSpanProcessor())``.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
@@ -28,39 +27,44 @@ class OpenSpanProcessor(SpanProcessor):
     """Keeps the spans that started and have not ended yet (at most ``max_spans``)."""
 
     def __init__(self, max_spans: int = 10_000) -> None:
-        self._open: dict[tuple[int, int], Span] = {}
+        # trace id -> span id -> span: a sweep reads its own trace only. Single
+        # dict operations are atomic in CPython, so spans ended on other threads
+        # need no lock here (a lost race loses one report, never raises).
+        self._open: dict[int, dict[int, Span]] = {}
+        self._count = 0
         self._max = max_spans
-        self._lock = threading.Lock()
         _processors.add(self)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        ctx = span.get_span_context()
-        if len(self._open) < self._max:
-            with self._lock:
-                self._open[(ctx.trace_id, ctx.span_id)] = span
+        if self._count < self._max:
+            ctx = span.get_span_context()
+            self._open.setdefault(ctx.trace_id, {})[ctx.span_id] = span
+            self._count += 1
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.get_span_context()
-        if ctx is not None:
-            with self._lock:
-                self._open.pop((ctx.trace_id, ctx.span_id), None)
+        if ctx is None:
+            return
+        spans = self._open.get(ctx.trace_id)
+        if spans is not None and spans.pop(ctx.span_id, None) is not None:
+            self._count -= 1
+            if not spans:
+                self._open.pop(ctx.trace_id, None)
 
     def open_spans(self, trace_id: int, since_ns: int) -> list[Span]:
         """Spans of ``trace_id`` opened after ``since_ns`` and still open, but the
         run's own (ADK's and ours)."""
-        with self._lock:
-            spans = list(self._open.values())
+        spans = list((self._open.get(trace_id) or {}).values())
         out = []
         for s in spans:
             scope = s.instrumentation_scope.name if s.instrumentation_scope else ""
-            if (s.get_span_context().trace_id == trace_id and scope not in _RUN_SCOPES
-                    and (s.start_time or 0) >= since_ns):
+            if scope not in _RUN_SCOPES and (s.start_time or 0) >= since_ns:
                 out.append(s)
         return out
 
     def shutdown(self) -> None:
-        with self._lock:
-            self._open.clear()
+        self._open.clear()
+        self._count = 0
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
