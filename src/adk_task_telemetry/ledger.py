@@ -33,6 +33,9 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 
 OPEN, ORPHANED, ENDED = 0, 1, 2
 _STACK_FRAMES = 12
+# Stacks captured per sweep at most: a sweep of thousands of orphans must not stall
+# the event loop walking every one (each orphan is still reported).
+_STACKS_PER_SWEEP = 100
 _STACK_CHARS = 4096
 _NAME_CHARS = 256
 _ORPHAN_CANCEL_GRACE = 5.0
@@ -184,6 +187,7 @@ class Ledger:
         self._open = 0
         self._overflowed = 0
         self._tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._stacks_left = _STACKS_PER_SWEEP
         #: Failures inside the ledger's own callbacks (swallowed, logged).
         self.failures = 0
         _LEDGERS.add(self)
@@ -451,6 +455,7 @@ class Ledger:
         return orphans
 
     def _end_tasks(self, records: list[TaskRecord], trigger: str) -> int:
+        self._stacks_left = _STACKS_PER_SWEEP
         orphans = 0
         for record in records:
             task = record.task
@@ -492,7 +497,10 @@ class Ledger:
 
     def _report_orphan(self, span: Span, record: TaskRecord, run: RunRecord, trigger: str,
                        age: float, task: asyncio.Task[Any] | None) -> None:
-        stack = _suspended_stack(task) if task is not None else ""
+        stack = ""
+        if task is not None and self._stacks_left > 0:
+            self._stacks_left -= 1
+            stack = _suspended_stack(task)
         event_attrs: dict[str, Any] = {
             sc.GEN_AI_TOOL_CALL_ID: record.call_id,
             sc.GEN_AI_TOOL_NAME: record.tool_name,
