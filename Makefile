@@ -54,13 +54,20 @@ unit: venvs system-deps
 
 test: lint unit
 
-# Benchmarks run on the newest ADK's test virtualenv.
-BENCH_PY := $(VENVS)/adk-$(ADK_NEWEST)/bin/python
+# Benchmarks get a virtualenv of their own: the OpenInference instrumentor they
+# compare against pulls a newer OpenTelemetry SDK than the test venvs pin.
+BENCH_PY := $(VENVS)/bench/bin/python
 
-bench: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+$(VENVS)/bench/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENVS)/bench
+	$(VENVS)/bench/bin/pip install -q --upgrade pip
+	$(VENVS)/bench/bin/pip install -q -e ".[export,bench]" "google-adk==$(ADK_NEWEST)"
+	touch $@
+
+bench: $(VENVS)/bench/.installed
 	$(BENCH_PY) -m benchmarks.run
 
-bench-quick: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+bench-quick: $(VENVS)/bench/.installed
 	$(BENCH_PY) -m benchmarks.run --quick
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------

@@ -20,16 +20,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import start_http_server
 
 from adk_task_telemetry.plugin import TaskTelemetryPlugin
+from adk_task_telemetry.scenarios import SCENARIOS as LIBRARY
 from adk_task_telemetry.scenarios import run_scenario
 
-# The ADK-behaviour scenarios: every task kind and outcome, and the seed bug. Not
-# the scenarios of application bugs (a tool that ignores cancellation orphans on
+# The audit corpus (ADK behaviour: every task kind and outcome, and the seed bug),
+# not the scenarios of application bugs (a tool that ignores cancellation orphans on
 # every ADK version): on ADK 2.13 this set must leave no orphan at all.
-SCENARIOS = (
-    "seed_bug", "single_call", "parallel_calls", "parallel_one_fails", "recovered_error",
-    "long_running", "agent_tool", "caller_timeout", "consumer_cancelled",
-    "live_stream_teardown", "live_stop_streaming", "live_non_blocking",
-)
+SCENARIOS = tuple(name for name, s in LIBRARY.items() if s.audit)
 
 
 async def main(port: int) -> None:
