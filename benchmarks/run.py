@@ -749,10 +749,11 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         f"opentelemetry-sdk {m['opentelemetry_sdk']}, {m['cpus']} CPUs (shared, noisy). "
         f"Raw figures: `{m['json']}`. Medians over {m['rounds']} interleaved rounds; every "
         "ratio is against a baseline measured in the same run (median of per-round ratios). "
-        "The interpreter is a virtualenv with google-adk and `pip install -e "
-        "'.[export,bench]'`; `make bench` runs the newest ADK's test virtualenv, and "
-        "without the `bench` extra there the OpenInference column is skipped with its "
-        "reason.",
+        "The interpreter is `make bench`'s own virtualenv (`.venvs/bench`: the newest "
+        "google-adk and `pip install -e '.[export,bench]'`; the OpenInference "
+        "instrumentor pulls a newer OpenTelemetry SDK than the test virtualenvs pin). "
+        "Where the `bench` extra is missing, the OpenInference column is skipped with "
+        "its reason.",
         "",
         _METHOD,
         "## Goals",

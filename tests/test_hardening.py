@@ -440,3 +440,42 @@ async def test_open_child_span_is_reported_at_run_end(
         assert not [r for r in caplog.records if "still open" in r.getMessage()]
     finally:
         processor.shutdown()
+
+
+async def test_custom_base_tool_subclass_and_odd_arguments(telemetry: Telemetry) -> None:
+    """A tool that is not a FunctionTool, called with odd argument types and a very
+    long name, through the real Runner."""
+    from google.adk.agents import LlmAgent
+    from google.adk.tools.base_tool import BaseTool
+    from google.genai import types
+
+    from adk_task_telemetry.scenarios import ScriptedLlm, call
+    from adk_task_telemetry.scenarios.library import Harness, Probe, ScenarioRun
+
+    long_name = "lookup_" + "x" * 400
+
+    class Lookup(BaseTool):
+        def __init__(self) -> None:
+            super().__init__(name=long_name, description="Looks things up.")
+
+        def _get_declaration(self) -> types.FunctionDeclaration:
+            return types.FunctionDeclaration(name=self.name, description=self.description)
+
+        async def run_async(self, *, args: dict[str, Any], tool_context: Any) -> Any:
+            return {"got": sorted(args)}
+
+    plugin = telemetry.plugin(capture_arguments=True)
+    run = ScenarioRun("custom", Probe())
+    h = Harness([plugin], run.probe, run)
+    await h.run_async(LlmAgent(name="clerk", instruction="scripted", tools=[Lookup()],
+                               model=ScriptedLlm(turns=[[call(
+                                   long_name, "call-odd", nested={"a": [1, None, 2.5]},
+                                   flag=True, empty=[])]])))
+    (span,) = telemetry.tool_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs[sc.GEN_AI_TOOL_TYPE] == "Lookup"
+    assert attrs[sc.ADK_TOOL_TASK_OUTCOME] == "ok"
+    assert len(str(attrs[sc.GEN_AI_TOOL_NAME])) == 256  # long names are cut, not refused
+    assert json.loads(str(attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]))["nested"] == {
+        "a": [1, None, 2.5]}
+    assert plugin.internal_errors == 0
