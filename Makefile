@@ -8,6 +8,14 @@ VENVS := .venvs
 EXTRAS := dev,export
 PYTEST_ARGS ?=
 
+# python3 -m venv; on a Debian python without ensurepip, install python3-venv first (as root).
+define make_venv
+$(PYTHON) -m venv $(1) 2>/dev/null || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+  fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
+endef
+
 .PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
@@ -16,7 +24,7 @@ PYTEST_ARGS ?=
 DEMO_ADK ?= 2.12.0
 
 .venv/.installed-$(DEMO_ADK): pyproject.toml
-	$(PYTHON) -m venv .venv
+	$(call make_venv,.venv)
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q -e ".[export]" "google-adk==$(DEMO_ADK)"
 	rm -f .venv/.installed-*
@@ -27,7 +35,7 @@ demo: .venv/.installed-$(DEMO_ADK)
 
 # --- test: one virtualenv per ADK version -------------------------------------
 $(VENVS)/adk-%/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENVS)/adk-$*
+	$(call make_venv,$(VENVS)/adk-$*)
 	$(VENVS)/adk-$*/bin/pip install -q --upgrade pip
 	$(VENVS)/adk-$*/bin/pip install -q -e ".[$(EXTRAS)]" "google-adk==$*"
 	touch $@
@@ -59,7 +67,7 @@ test: lint unit
 BENCH_PY := $(VENVS)/bench/bin/python
 
 $(VENVS)/bench/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENVS)/bench
+	$(call make_venv,$(VENVS)/bench)
 	$(VENVS)/bench/bin/pip install -q --upgrade pip
 	$(VENVS)/bench/bin/pip install -q -e ".[export,bench]" "google-adk==$(ADK_NEWEST)"
 	touch $@
