@@ -264,15 +264,19 @@ def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any
                     tools=list(tools), **kw)
 
 
+def _live_agent(name: str, tools: Sequence[Any]) -> tuple[LlmAgent, ScriptedLlm]:
+    """An agent for run_live, and its model (whose say_live() scripts the session)."""
+    model = ScriptedLlm()
+    return LlmAgent(name=name, model=model, instruction="scripted", tools=list(tools)), model
+
+
 # --- the scenarios ------------------------------------------------------------
 
 
 async def _seed_bug(h: Harness) -> None:
     """ADK issue 7058: two calls to one streaming tool in one live response."""
     t = _tools(h.probe)
-    agent = _agent("trader", [], [t["monitor_stock"]])
-    model = agent.model
-    assert isinstance(model, ScriptedLlm)
+    agent, model = _live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"),
                        call("monitor_stock", "call-msft", symbol="MSFT"))
@@ -283,9 +287,7 @@ async def _seed_bug(h: Harness) -> None:
 
 async def _live_stream_teardown(h: Harness) -> None:
     t = _tools(h.probe)
-    agent = _agent("trader", [], [t["monitor_stock"]])
-    model = agent.model
-    assert isinstance(model, ScriptedLlm)
+    agent, model = _live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
         await h.live_until(agen, _responses(h.run, "call-goog"))
@@ -295,9 +297,7 @@ async def _live_stream_teardown(h: Harness) -> None:
 
 async def _live_stop_streaming(h: Harness) -> None:
     t = _tools(h.probe)
-    agent = _agent("trader", [], [t["monitor_stock"], t["stop_streaming"]])
-    model = agent.model
-    assert isinstance(model, ScriptedLlm)
+    agent, model = _live_agent("trader", [t["monitor_stock"], t["stop_streaming"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
         await h.live_until(agen, _responses(h.run, "call-goog"))
@@ -313,9 +313,7 @@ async def _live_non_blocking(h: Harness) -> None:
     tool = FunctionTool(t["send_report"])
     tool.behavior = types.Behavior.NON_BLOCKING  # type: ignore[attr-defined]
     tool.response_scheduling = types.FunctionResponseScheduling.WHEN_IDLE  # type: ignore[attr-defined]
-    agent = _agent("reporter", [], [tool])
-    model = agent.model
-    assert isinstance(model, ScriptedLlm)
+    agent, model = _live_agent("reporter", [tool])
     async with h.live(agent) as agen:
         model.say_live(call("send_report", "call-report", topic="sales"))
         # ADK 1.x does not yield a non-blocking tool's response: consume events
@@ -330,31 +328,29 @@ async def _live_non_blocking(h: Harness) -> None:
 
 async def _live_stubborn_tool(h: Harness) -> None:
     t = _tools(h.probe)
-    agent = _agent("ticker", [], [t["stubborn_feed"]])
-    model = agent.model
-    assert isinstance(model, ScriptedLlm)
+    agent, model = _live_agent("ticker", [t["stubborn_feed"]])
     async with h.live(agent) as agen:
         model.say_live(call("stubborn_feed", "call-feed"))
         await h.live_until(agen, _responses(h.run, "call-feed"))
         await h.probe.wait_started("call-feed")
 
 
-async def _fire_and_forget(h: Harness) -> None:
+async def _one_call(h: Harness, agent: str, tool: str, call_id: str, **args: Any) -> None:
+    """A run_async whose model makes one call to ``tool``."""
     t = _tools(h.probe)
-    await h.run_async(_agent("uploader", [[call("start_upload", "call-upload", file="a.csv")]],
-                             [t["start_upload"]]))
+    await h.run_async(_agent(agent, [[call(tool, call_id, **args)]], [t[tool]]))
+
+
+async def _fire_and_forget(h: Harness) -> None:
+    await _one_call(h, "uploader", "start_upload", "call-upload", file="a.csv")
 
 
 async def _unended_span(h: Harness) -> None:
-    t = _tools(h.probe)
-    await h.run_async(_agent("browser", [[call("fetch_page", "call-fetch", url="/a")]],
-                             [t["fetch_page"]]))
+    await _one_call(h, "browser", "fetch_page", "call-fetch", url="/a")
 
 
 async def _single_call(h: Harness) -> None:
-    t = _tools(h.probe)
-    await h.run_async(_agent("clerk", [[call("lookup_order", "call-1", order_id="A1")]],
-                             [t["lookup_order"]]))
+    await _one_call(h, "clerk", "lookup_order", "call-1", order_id="A1")
 
 
 async def _parallel_calls(h: Harness) -> None:
