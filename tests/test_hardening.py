@@ -27,6 +27,11 @@ from adk_task_telemetry.scenarios import run_concurrent_mixed, run_scenario
 from .conftest import Telemetry
 
 
+def _has_workflows() -> bool:
+    from adk_task_telemetry.adk_compat import ADK_VERSION
+    return ADK_VERSION >= (2, 0, 0)
+
+
 def _sum(points: list[Any]) -> float:
     return sum(p.value for p in points)
 
@@ -479,3 +484,30 @@ async def test_custom_base_tool_subclass_and_odd_arguments(telemetry: Telemetry)
     assert json.loads(str(attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS]))["nested"] == {
         "a": [1, None, 2.5]}
     assert plugin.internal_errors == 0
+
+
+@pytest.mark.skipif(not _has_workflows(), reason="workflow nodes (NodeTool) exist only in "
+                    "google-adk 2.x; this version has none to observe")
+async def test_workflow_node_tool(telemetry: Telemetry) -> None:
+    from google.adk.agents import LlmAgent
+    from google.adk.tools._node_tool import NodeTool
+    from google.adk.workflow._function_node import FunctionNode
+
+    from adk_task_telemetry.scenarios import ScriptedLlm, call
+    from adk_task_telemetry.scenarios.library import Harness, Probe, ScenarioRun
+
+    async def double(x: int) -> int:
+        """Doubles x."""
+        return 2 * x
+
+    tool = NodeTool(FunctionNode(func=double))
+    run = ScenarioRun("node", Probe())
+    h = Harness([telemetry.plugin()], run.probe, run)
+    await h.run_async(LlmAgent(name="planner", instruction="scripted", tools=[tool],
+                               model=ScriptedLlm(turns=[[call(tool.name, "call-node", x=3)]])))
+    (span,) = telemetry.tool_spans()
+    attrs = dict(span.attributes or {})
+    assert (attrs[sc.GEN_AI_TOOL_TYPE], attrs[sc.ADK_TOOL_TASK_OUTCOME]) == ("NodeTool", "ok")
+    responses = [p.function_response.response for e in run.events if e.content
+                 and e.content.parts for p in e.content.parts if p.function_response]
+    assert responses == [{"result": 6}]
