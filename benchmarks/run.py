@@ -899,7 +899,9 @@ def _meta(plan: Plan, out_json: Path) -> dict[str, Any]:
             "opentelemetry_sdk": v("opentelemetry-sdk"),
             "adk_task_telemetry": v("adk-task-telemetry"),
             "cpus": os.cpu_count(), "quick": plan.quick, "rounds": plan.rounds,
-            "python_executable": sys.executable,
+            # Relative to the checkout when inside it: no machine's paths in results.
+            "python_executable": os.path.relpath(sys.executable)
+            if os.path.abspath(sys.executable).startswith(os.getcwd()) else "python",
             "platform": platform.platform(), "json": rel}
 
 
