@@ -107,7 +107,7 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = invocation_context
             task = _current_task()
             self._ledger.begin_run(
-                ctx.invocation_id, getattr(ctx, "app_name", "") or "",
+                str(ctx.invocation_id), getattr(ctx, "app_name", "") or "",
                 trace.get_current_span(), task, compat.is_adk_task(task), ctx)
             if self._ledger.options.track_spawned_tasks:
                 _install_spawn_tracking()
@@ -139,7 +139,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _sweep(self, invocation_context: Any, trigger: str) -> None:
         try:
-            self._ledger.sweep(invocation_context.invocation_id, trigger)
+            self._ledger.sweep(str(invocation_context.invocation_id), trigger)
         except Exception:
             self._failed(trigger)
 
