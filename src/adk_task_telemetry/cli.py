@@ -369,12 +369,18 @@ def _legend(style: render.Style) -> str:
             "after its run ended")
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def _start(args: argparse.Namespace) -> tuple[list[str], Any, render.Style, _Progress]:
+    """What demo and audit share: the scenarios, stdout and its style, the progress line."""
     names = _select(args.scenario)
     _quiet_libraries(args.verbose)
     out = sys.stdout
     style = render.Style.for_stream(out, args.color)
     progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
+    return names, out, style, progress
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    names, out, style, progress = _start(args)
     export = None
     if args.otlp:
         export = _Export(args.otlp, _otlp_protocol(args.otlp, args.otlp_protocol))
@@ -498,11 +504,7 @@ def _orphan_json(t: render.Task) -> dict[str, Any]:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    names = _select(args.scenario)
-    _quiet_libraries(args.verbose)
-    out = sys.stdout
-    style = render.Style.for_stream(out, args.color)
-    progress = _Progress(sys.stderr, args.quiet, render.Style.for_stream(sys.stderr, args.color))
+    names, out, style, progress = _start(args)
     progress.say(f"{PROG} audit: {len(names)} scenario{'s' if len(names) != 1 else ''} "
                  f"against google-adk {adk_compat.ADK_VERSION_STRING}")
     results = asyncio.run(_run_all(names, progress))
