@@ -36,6 +36,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
         "call-sibling": ("wait_briefly", "call", "ok", None),
     },
     "caller_timeout": {"call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")},
+    **({"caller_abort": {"call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")}}
+       if "caller_abort" in SCENARIOS else {}),
     "consumer_cancelled": {
         "call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")},
     "live_stream_teardown": {
@@ -71,6 +73,12 @@ ALLOWED_METRIC_KEYS = {
 
 def test_every_scenario_has_expectations() -> None:
     assert set(EXPECTED) == set(SCENARIOS)
+    # Abort exists from ADK 2.x on: the library offers it exactly where ADK can.
+    from adk_task_telemetry.adk_compat import ADK_VERSION
+    if ADK_VERSION < (2, 0, 0):
+        assert "caller_abort" not in SCENARIOS
+    elif ADK_VERSION >= (2, 12, 0):
+        assert "caller_abort" in SCENARIOS
 
 
 def _events(span: ReadableSpan, name: str) -> list[Any]:

@@ -40,6 +40,15 @@ HAS_RUN_ERROR_CALLBACK = ADK_VERSION >= (2, 0, 0)
 NEEDS_LIVE_TEARDOWN_HOOK = ADK_VERSION < (2, 0, 0)
 
 
+def runner_accepts_abort_signal() -> bool:
+    """``Runner.run_async(abort_signal=...)`` exists (2.x): a caller can abort a run."""
+    try:
+        from google.adk.runners import Runner
+    except ImportError:  # pragma: no cover
+        return False
+    return "abort_signal" in inspect.signature(Runner.run_async).parameters
+
+
 def invocation_context_of(context: Any) -> Any:
     """The InvocationContext behind a ToolContext or CallbackContext."""
     return getattr(context, "_invocation_context", None)

@@ -26,6 +26,7 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
+from .. import adk_compat as compat
 from .model import ScriptedLlm, call, text
 
 APP_NAME = "scenarios"
@@ -94,6 +95,8 @@ class Scenario:
     #: application's own (a tool that ignores cancellation or spawns tasks), which
     #: would orphan on every ADK version.
     audit: bool = True
+    #: Whether the installed ADK has what the scenario needs (see adk_compat).
+    available: Callable[[], bool] = lambda: True
 
 
 class Harness:
@@ -115,12 +118,13 @@ class Harness:
         session = await runner.session_service.create_session(app_name=APP_NAME, user_id=USER_ID)
         return str(session.id)
 
-    async def run_async(self, agent: LlmAgent, message: str = "go") -> None:
+    async def run_async(self, agent: LlmAgent, message: str = "go",
+                        **kwargs: Any) -> None:
         runner = self.runner(agent)
         sid = await self._session(runner)
         content = types.Content(role="user", parts=[types.Part(text=message)])
         async with contextlib.aclosing(
-            runner.run_async(user_id=USER_ID, session_id=sid, new_message=content)
+            runner.run_async(user_id=USER_ID, session_id=sid, new_message=content, **kwargs)
         ) as agen:
             async for event in agen:
                 self.run.events.append(event)
@@ -283,6 +287,16 @@ async def _seed_bug(h: Harness) -> None:
         await h.live_until(agen, _responses(h.run, "call-goog", "call-msft"))
         await h.probe.wait_started("call-goog", "call-msft")
     # leaving the block: the caller walks away from the live run
+
+
+async def _caller_abort(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    abort = asyncio.Event()
+    run = asyncio.ensure_future(h.run_async(agent, abort_signal=abort))
+    await h.probe.wait_started("call-slow")
+    abort.set()  # the caller aborts the invocation (ADK 2.x)
+    await run
 
 
 async def _live_stream_teardown(h: Harness) -> None:
@@ -452,6 +466,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              _caller_timeout),
     Scenario("consumer_cancelled", "the task consuming run_async is cancelled", "async",
              _consumer_cancelled),
+    Scenario("caller_abort", "the caller aborts the run with run_async(abort_signal=...) "
+             "(ADK 2.x)", "async", _caller_abort, available=compat.runner_accepts_abort_signal),
     Scenario("live_stream_teardown", "live: one streaming call, then the caller leaves",
              "live", _live_stream_teardown),
     Scenario("live_stop_streaming", "live: a streaming call stopped by stop_streaming",
@@ -464,7 +480,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "mode)", "async", _fire_and_forget, audit=False),
     Scenario("unended_span", "a tool opens a span and never ends it (seen with "
              "OpenSpanProcessor)", "async", _unended_span, audit=False),
-]}
+] if s.available()}
 
 
 async def run_scenario(name: str, plugins: Sequence[BasePlugin],
