@@ -511,3 +511,29 @@ async def test_workflow_node_tool(telemetry: Telemetry) -> None:
     responses = [p.function_response.response for e in run.events if e.content
                  and e.content.parts for p in e.content.parts if p.function_response]
     assert responses == [{"result": 6}]
+
+
+async def test_invented_tool_names_do_not_explode_metric_cardinality(
+        telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    """Past 2,000 attribute sets, metrics name the tool `_other`; spans keep the name."""
+    plugin = telemetry.plugin()
+    # Called from one task, as a run whose calls run in its own task: each call
+    # then ends at its after_tool callback.
+    await plugin.before_run_callback(invocation_context=_ctx("e-many", None)._invocation_context)
+    for i in range(2005):
+        tc = _ctx("e-many", f"c-{i}")
+        await plugin.before_tool_callback(tool=_CustomTool(f"made_up_{i}"), tool_args={},
+                                          tool_context=tc)
+        await plugin.after_tool_callback(tool=_CustomTool(f"made_up_{i}"), tool_args={},
+                                         tool_context=tc, result={})
+    await plugin.after_run_callback(invocation_context=_ctx("e-many", None)._invocation_context)
+    started = telemetry.metrics()[sc.METRIC_STARTED]
+    assert len(started) == 2001
+    (other,) = [p for p in started if p.attributes[sc.GEN_AI_TOOL_NAME] == "_other"]
+    assert other.value == 5
+    names = {str((s.attributes or {})[sc.GEN_AI_TOOL_NAME]) for s in telemetry.tool_spans()}
+    assert "made_up_2004" in names and "_other" not in names
+    assert {str((s.attributes or {})[sc.ADK_TOOL_TASK_OUTCOME])
+            for s in telemetry.tool_spans()} == {"ok"}
+    assert any("combinations" in r.getMessage() for r in caplog.records)
+    assert plugin.internal_errors == 0

@@ -36,6 +36,9 @@ _STACK_FRAMES = 12
 # Stacks captured per sweep at most: a sweep of thousands of orphans must not stall
 # the event loop walking every one (each orphan is still reported).
 _STACKS_PER_SWEEP = 100
+# Metric attribute sets kept at most; beyond, the tool name becomes _OTHER.
+_MAX_SERIES = 2000
+_OTHER = "_other"
 _STACK_CHARS = 4096
 _NAME_CHARS = 256
 _ORPHAN_CANCEL_GRACE = 5.0
@@ -187,6 +190,7 @@ class Ledger:
         self._open = 0
         self._overflowed = 0
         self._tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._series_capped = False
         self._stacks_left = _STACKS_PER_SWEEP
         #: Failures inside the ledger's own callbacks (swallowed, logged).
         self.failures = 0
@@ -204,6 +208,17 @@ class Ledger:
                     tool_type: str) -> _Series:
         key = (tool_name, agent_name, kind, app_name, tool_type)
         series = self._series.get(key)
+        if series is None and len(self._series) >= _MAX_SERIES:
+            # A model that invents tool names (ADK answers "tool not found" with a
+            # tool of that name) must not explode metric cardinality.
+            if not self._series_capped:
+                self._series_capped = True
+                logger.warning("adk_task_telemetry: more than %d (tool, agent, kind, app) "
+                               "combinations; further ones are counted as tool %r",
+                               _MAX_SERIES, _OTHER)
+            key = (_OTHER, agent_name, kind, app_name, tool_type)
+            tool_name = _OTHER
+            series = self._series.get(key)
         if series is None:
             series = self._series[key] = _Series({
                 sc.GEN_AI_TOOL_NAME: tool_name[:_NAME_CHARS],
@@ -282,7 +297,7 @@ class Ledger:
         conversation_id: str | None, kind: str, extra: dict[str, str] | None = None,
     ) -> TaskRecord | None:
         series = self._series_for(tool_name, agent_name, kind, run.app_name, tool_type)
-        tool_name = series.attrs[sc.GEN_AI_TOOL_NAME]
+        tool_name = tool_name[:_NAME_CHARS]
         if self._open >= self.options.max_open_tasks:
             self._overflowed += 1
             self._overflow.add(1, series.attrs)
@@ -292,6 +307,8 @@ class Ledger:
                     "tasks not tracked so far", self._open, self._overflowed)
             return None
         span_attrs = series.span_attrs.copy()
+        if series.attrs[sc.GEN_AI_TOOL_NAME] != tool_name:  # the series is _OTHER's
+            span_attrs[sc.GEN_AI_TOOL_NAME] = tool_name
         span_attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id[:_NAME_CHARS]
         span_attrs[sc.ADK_INVOCATION_ID] = run.invocation_id
         if conversation_id:
