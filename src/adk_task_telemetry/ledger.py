@@ -340,15 +340,12 @@ class Ledger:
         if record.state != OPEN:
             return
         old = record.task
-        if old is task:
-            return
-        if old is not None:
+        if old is not None and old is not task:
             old.remove_done_callback(record)
         record.task = task
-        if task is None:
-            record.bound_to_callbacks = True
+        record.bound_to_callbacks = task is None
+        if task is None or old is task:
             return
-        record.bound_to_callbacks = False
         if self.options.track_spawned_tasks:
             self._tool_tasks.add(task)
         if task.done():
