@@ -794,25 +794,22 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         lines.append(f"| {k} | {_fmt(v, 0)} | {_fmt(pt['ratio_to_floor'][k])} |")
     lines += ["", pt["notes"], ""]
     ru = res["runs"]
+    def runs_table(key: str, added: str) -> list[str]:
+        rows = ["| parallel calls | " + " | ".join(ru["variants"]) + " |",
+                "|---|" + "---|" * len(ru["variants"])]
+        for calls, row in ru["results"].items():
+            cells = [f"{_fmt(row[v][key]['median'])} ({row[v][added]:+.1f}%)"
+                     if v != row[v]["baseline"] else _fmt(row[v][key]["median"])
+                     for v in ru["variants"]]
+            rows.append(f"| {calls} | " + " | ".join(cells) + " |")
+        return rows
+
     lines += ["## 2. Scripted runs: wall time per run (ms)", "",
               "Median ms per run; in brackets the added time against the baseline in the "
               "same process (`none` or `adk`).", "",
-              "| parallel calls | " + " | ".join(ru["variants"]) + " |",
-              "|---|" + "---|" * len(ru["variants"])]
-    for calls, row in ru["results"].items():
-        cells = [f"{_fmt(row[v]['ms_per_run']['median'])} ({row[v]['added_pct']:+.1f}%)"
-                 if v != row[v]["baseline"] else _fmt(row[v]["ms_per_run"]["median"])
-                 for v in ru["variants"]]
-        lines.append(f"| {calls} | " + " | ".join(cells) + " |")
+              *runs_table("ms_per_run", "added_pct")]
     lines += ["", "The same runs in the worker's CPU time (ms per run, added CPU time against "
-              "the baseline):", "",
-              "| parallel calls | " + " | ".join(ru["variants"]) + " |",
-              "|---|" + "---|" * len(ru["variants"])]
-    for calls, row in ru["results"].items():
-        cells = [f"{_fmt(row[v]['cpu_ms_per_run']['median'])} ({row[v]['cpu_added_pct']:+.1f}%)"
-                 if v != row[v]["baseline"] else _fmt(row[v]["cpu_ms_per_run"]["median"])
-                 for v in ru["variants"]]
-        lines.append(f"| {calls} | " + " | ".join(cells) + " |")
+              "the baseline):", "", *runs_table("cpu_ms_per_run", "cpu_added_pct")]
     lines += ["", "`adk` against `none` (two processes): " + ", ".join(
         f"{calls} calls {_fmt(row['adk']['ratio_to_none_cross_process'])}x"
         for calls, row in ru["results"].items() if "adk" in row) + ".", "", ru["notes"]]

@@ -65,7 +65,7 @@ class LedgerOptions:
 
 class TaskRecord:
     __slots__ = (
-        "after_seen", "attrs", "bound_to_callbacks", "call_id", "cancel_cause",
+        "after_seen", "bound_to_callbacks", "call_id", "cancel_cause",
         "error", "holder", "invocation_id", "key", "kind", "ledger", "orphaned_at", "run",
         "series", "span", "start",
         "state", "task", "tool_name",
@@ -82,7 +82,6 @@ class TaskRecord:
         self.tool_name = tool_name
         self.kind = kind
         self.span = span
-        self.attrs = series.attrs  # the metric attributes: shared, never mutated
         self.start = time.monotonic()
         self.task: asyncio.Task[Any] | None = None
         self.error: BaseException | None = None
@@ -403,7 +402,7 @@ class Ledger:
         span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
         attrs = record.series.by_outcome.get(outcome)
         if attrs is None:
-            attrs = {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
+            attrs = {**record.series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
         if error is not None:
             span.record_exception(error)
             if outcome == sc.Outcome.ERROR:
@@ -537,9 +536,9 @@ class Ledger:
                            {sc.ADK_TOOL_TASK_CANCEL_CAUSE: sc.CancelCause.ORPHAN_CANCELLED})
             _schedule_cancel_check(task, record.tool_name, record.call_id)
         span.end()
-        self._orphaned.add(1, {**record.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
+        self._orphaned.add(1, {**record.series.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
                            context=trace.set_span_in_context(span))
-        self._orphans_alive.add(1, record.attrs)
+        self._orphans_alive.add(1, record.series.attrs)
         with trace.use_span(span, end_on_exit=False):
             logger.warning(
                 "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs%s",
@@ -605,10 +604,10 @@ class Ledger:
             outcome = sc.Outcome.ERROR
         else:
             outcome = sc.Outcome.OK
-        self._orphans_alive.add(-1, record.attrs)
+        self._orphans_alive.add(-1, record.series.attrs)
         self._orphan_lifetime.record(
             time.monotonic() - record.orphaned_at,
-            {**record.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
+            {**record.series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
             context=trace.set_span_in_context(record.span))
         record.task = None
         record.holder[0] = None
