@@ -129,9 +129,9 @@ def main() -> None:
         cpu = time.process_time() - c0
         state: list[int] = []
         for p in plugins:
-            ledger = getattr(p, "_ledger", None)
-            if ledger is not None:
-                state = list(ledger.state_size())
+            if hasattr(p, "state"):
+                s = p.state()
+                state = [s.runs, s.orphans]
         _reply({"seconds": elapsed, "cpu_seconds": cpu, "bodies": bodies, "state_size": state})
     loop.close()
 

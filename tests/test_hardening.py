@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 
-from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.privacy import REDACTED
 from adk_task_telemetry.scenarios import run_concurrent_mixed, run_scenario
@@ -66,9 +66,9 @@ async def test_thousand_concurrent_runs_with_mixed_outcomes(telemetry: Telemetry
     for _ in range(50):  # the loop closes ADK's abandoned generators, then they go
         gc.collect()
         await asyncio.sleep(0.01)
-        if plugin._ledger.state_size() == (0, 0):
+        if plugin.state() == TrackerState(0, 0, 0):
             break
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
     assert plugin.internal_errors == 0
 
 
@@ -227,7 +227,7 @@ def test_fuzz_callbacks_never_raise_or_answer(steps: list[Any], capture: bool) -
         # The runner's close comes from outside any tool task.
         await asyncio.get_running_loop().create_task(plugin.close(), context=contextvars.Context())
         assert [t for t in plugin.open_tasks() if not t.orphaned] == []
-        assert plugin._ledger.state_size()[0] == 0
+        assert plugin.state().runs == 0
     asyncio.run(go())
 
 

@@ -9,6 +9,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from adk_task_telemetry import TrackerState
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import SCENARIOS, run_scenario
 from adk_task_telemetry.scenarios.library import APP_NAME
@@ -151,7 +152,7 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
         await run.probe.cleanup()
     await asyncio.sleep(0)
     assert plugin.open_tasks() == []
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
 
 
 async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogCaptureFixture
@@ -214,7 +215,7 @@ async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogC
     (life,) = m[sc.METRIC_ORPHAN_LIFETIME]
     assert life.count == 1 and life.attributes[sc.ADK_TOOL_TASK_OUTCOME] == "cancelled"
     assert plugin.open_tasks() == []
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
 
 
 async def test_streaming_span_lasts_as_long_as_the_background_task(

@@ -14,6 +14,7 @@ from google.adk.sessions import InMemorySessionService
 from google.genai import types
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
+from adk_task_telemetry import TrackerState
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.ledger import Ledger, RunRecord, TaskRecord
 from adk_task_telemetry.scenarios import ScriptedLlm, call, run_parallel_calls, run_scenario
@@ -32,7 +33,7 @@ async def test_thousand_tasks_over_hundred_runs_leave_nothing(telemetry: Telemet
     ran = await run_parallel_calls([plugin], runs=100, calls=10)
     assert ran == 1000
     assert plugin.open_tasks() == []
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
     assert _live_records() == before  # no record of any ended run is still reachable
     m = telemetry.metrics()
     assert sum(p.value for p in m[sc.METRIC_STARTED]) == 1000
@@ -127,7 +128,7 @@ async def test_failing_span_processor_does_not_break_the_run(telemetry: Telemetr
     await run.probe.cleanup()
     assert isinstance(run.error, ConnectionError)  # the tool's own error, nothing of ours
     assert plugin.open_tasks() == []
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
 
 
 async def test_old_runner_plugins_argument(telemetry: Telemetry) -> None:
@@ -203,7 +204,7 @@ async def test_close_reports_open_tasks_once_and_is_idempotent(telemetry: Teleme
     await asyncio.gather(task, return_exceptions=True)
     await asyncio.sleep(0)
     assert plugin.open_tasks() == []
-    assert plugin._ledger.state_size() == (0, 0)
+    assert plugin.state() == TrackerState(0, 0, 0)
     assert len(telemetry.tool_spans()) == 1  # ended exactly once
 
 

@@ -5,11 +5,11 @@ becomes a ``tool_task {tool}`` span from creation to end, and tasks still runnin
 when their run ends are reported as ``orphaned_task``.
 """
 
-from .ledger import OpenTask
+from .ledger import OpenTask, TrackerState
 from .plugin import TaskTelemetryPlugin
 from .setup import TelemetryHandle, configure_telemetry
 from .spans import OpenSpanProcessor
 from .version import __version__
 
 __all__ = ["OpenSpanProcessor", "OpenTask", "TaskTelemetryPlugin", "TelemetryHandle",
-           "__version__", "configure_telemetry"]
+           "TrackerState", "__version__", "configure_telemetry"]

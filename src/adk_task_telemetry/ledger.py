@@ -57,6 +57,19 @@ class OpenTask:
 
 
 @dataclass(frozen=True)
+class TrackerState:
+    """What the plugin holds right now: the supported test hook.
+
+    ``runs``: runs not yet ended; ``open``: tool tasks open inside them;
+    ``orphans``: orphaned tasks still running. All zero when nothing runs.
+    """
+
+    runs: int
+    open: int
+    orphans: int
+
+
+@dataclass(frozen=True)
 class LedgerOptions:
     cancel_orphans: bool = False
     track_spawned_tasks: bool = False
@@ -629,6 +642,9 @@ class Ledger:
             OpenTask(r.invocation_id, r.call_id, r.tool_name, r.kind, now - r.start, True)
             for r in list(self._orphans))
         return out
+
+    def state(self) -> TrackerState:
+        return TrackerState(len(self._runs), self._open, len(self._orphans))
 
     def state_size(self) -> tuple[int, int]:
         """(runs held, orphan records held): both zero when nothing runs."""

@@ -23,6 +23,7 @@ from .ledger import (
     LedgerOptions,
     OpenTask,
     TaskRecord,
+    TrackerState,
     note_spawned,
     register_shutdown,
 )
@@ -90,6 +91,10 @@ class TaskTelemetryPlugin(BasePlugin):
     def open_tasks(self) -> list[OpenTask]:
         """Tool tasks running now, orphans included (``orphaned=True``)."""
         return self._ledger.open_tasks()
+
+    def state(self) -> TrackerState:
+        """Runs, open tasks and orphans held now (all 0 when idle): for tests and checks."""
+        return self._ledger.state()
 
     def _current_record(self) -> TaskRecord | None:
         holder = self._current.get()
