@@ -4,7 +4,7 @@
 
 cProfile over N tool tasks driven through the plugin's callbacks (as ADK drives
 them: runs of 10 parallel tasks); with ``--lines`` also line_profiler over the
-plugin's and ledger's hot functions (``pip install line_profiler`` first; it is not
+plugin's and tracker's hot functions (``pip install line_profiler`` first; it is not
 a dependency of the project); with ``--runner`` the same workload through ADK's
 Runner, to show the plugin's share of a real run.
 """
@@ -60,17 +60,17 @@ def _lines(tasks: int) -> None:
     except ImportError:
         print("line_profiler is not installed: pip install line_profiler", file=sys.stderr)
         return
-    from adk_task_telemetry import ledger as ledger_mod
     from adk_task_telemetry import plugin as plugin_mod
+    from adk_task_telemetry import tracker as tracker_mod
 
     lp = LineProfiler()
     for fn in (plugin_mod.TaskTelemetryPlugin.before_tool_callback,
                plugin_mod.TaskTelemetryPlugin.after_tool_callback,
                plugin_mod.TaskTelemetryPlugin.before_run_callback,
-               ledger_mod.Ledger.begin_run, ledger_mod.Ledger.open_task,
-               ledger_mod.Ledger.bind, ledger_mod.Ledger._on_task_done,
-               ledger_mod.Ledger._finish_from_task, ledger_mod.Ledger.finish,
-               ledger_mod.Ledger._forget, ledger_mod.Ledger.sweep):
+               tracker_mod.Tracker.run_started, tracker_mod.Tracker.opened,
+               tracker_mod.Tracker._bind, tracker_mod.Tracker._task_done,
+               tracker_mod.Tracker._end_from_task, tracker_mod.Tracker._end,
+               tracker_mod.Tracker._leave, tracker_mod.Tracker._end_run):
         lp.add_function(fn)
     plugin = _plugin()
     loop = asyncio.new_event_loop()

@@ -97,19 +97,19 @@ def _rotate(items: list[Any], r: int) -> list[Any]:
 
 
 def section_per_task(plan: Plan) -> dict[str, Any]:
-    """ns per tool task: the floor (one bare span), the ledger driven directly, the
+    """ns per tool task: the floor (one bare span), the tracker driven directly, the
     plugin's callbacks driven as ADK drives them, and the plugin through the Runner."""
     from adk_task_telemetry import TaskTelemetryPlugin
     from adk_task_telemetry import semconv as sc
-    from adk_task_telemetry.ledger import Ledger
     from adk_task_telemetry.scenarios import run_parallel_calls
+    from adk_task_telemetry.tracker import Tracker
 
     from .common import drive_runs
 
     prov = make_providers()
     tp, mp = prov.tracer_provider, prov.meter_provider
     tracer = tp.get_tracer("benchmarks.floor")
-    ledger = Ledger(tp, mp)
+    ledger = Tracker(tp, mp)
     plugin = TaskTelemetryPlugin(tracer_provider=tp, meter_provider=mp)
     null = NullPlugin()
     loop = asyncio.new_event_loop()
@@ -131,18 +131,17 @@ def section_per_task(plan: Plan) -> dict[str, Any]:
             start("tool_task fetch", attributes=attrs8).end()
 
     def ledger_direct() -> None:
-        # What one call bound to callbacks costs: open_task, bind, finish, sweep.
+        # What one call bound to callbacks costs: opened, returned, run end (the
+        # tracker driven directly; the key keeps its name for comparable results).
         counter[0] += 1
         for r in range(n // 10):
             inv = f"L{counter[0]}-{r}"
-            run = ledger.run_for(inv, "bench")
             for i in range(10):
-                rec = ledger.open_task(run, f"call-{i}", "fetch", "FunctionTool", "worker",
-                                       "session-1", "call")
+                rec = ledger.opened(inv, "bench", None, f"call-{i}", "fetch", "FunctionTool",
+                                    "worker", "session-1", "call", None)
                 assert rec is not None
-                ledger.bind(rec, None)
-                ledger.finish_returned(rec)
-            ledger.sweep(inv, "after_run")
+                ledger.returned(rec)
+            ledger.run_ended(inv, "after_run")
 
     def callbacks(p: Any) -> Callable[[], None]:
         def go() -> None:
@@ -354,21 +353,20 @@ def _sweep_once(loop: asyncio.AbstractEventLoop, ledger: Any, inv: str, open_n: 
                 done_n: int = 0) -> float:
     """Seconds one sweep takes for a run with ``open_n`` tasks still running (each
     bound to a pending asyncio task) after ``done_n`` that ended already."""
-    run = ledger.run_for(inv, "bench")
     for i in range(done_n):
-        rec = ledger.open_task(run, f"done-{i}", "fetch", "FunctionTool", "worker", "s", "call")
+        rec = ledger.opened(inv, "bench", None, f"done-{i}", "fetch", "FunctionTool", "worker",
+                            "s", "call", None)
         assert rec is not None
-        ledger.bind(rec, None)
-        ledger.finish_returned(rec)
+        ledger.returned(rec)
     tasks = [loop.create_task(_pending()) for _ in range(open_n)]
     loop.run_until_complete(asyncio.sleep(0))  # let them start: a real suspended stack
     for i, t in enumerate(tasks):
-        rec = ledger.open_task(run, f"call-{i}", "fetch", "FunctionTool", "worker", "s", "call")
+        rec = ledger.opened(inv, "bench", None, f"call-{i}", "fetch", "FunctionTool", "worker",
+                            "s", "call", t)
         assert rec is not None, "max_open_tasks reached"
-        ledger.bind(rec, t)
     gc.collect()
     t0 = time.process_time()
-    ledger.sweep(inv, "after_run")
+    ledger.run_ended(inv, "after_run")
     dt = time.process_time() - t0
     for t in tasks:
         t.cancel()
@@ -383,16 +381,14 @@ def _idle_sweeps(ledger: Any, inv: Callable[[], str], k: int) -> float:
     ids = []
     for _ in range(k):
         i = inv()
-        run = ledger.run_for(i, "bench")
         for j in range(10):
-            rec = ledger.open_task(run, f"call-{j}", "fetch", "FunctionTool", "worker", "s",
-                                   "call")
+            rec = ledger.opened(i, "bench", None, f"call-{j}", "fetch", "FunctionTool",
+                                "worker", "s", "call", None)
             assert rec is not None
-            ledger.bind(rec, None)
-            ledger.finish_returned(rec)
+            ledger.returned(rec)
         ids.append(i)
     gc.collect()
-    sweep = ledger.sweep
+    sweep = ledger.run_ended
     t0 = time.process_time()
     for i in ids:
         sweep(i, "after_run")
@@ -411,7 +407,7 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from adk_task_telemetry.ledger import Ledger
+    from adk_task_telemetry.tracker import Tracker
 
     from .common import NoopSpanExporter
 
@@ -438,7 +434,7 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
             got[name] = timed(spans(tracer))[1] / n * 1e9
             per_span[name].append(got[name])
         ratio.append(got["with"] / got["without"])
-    ledger = Ledger(tp, plain.meter_provider)
+    ledger = Tracker(tp, plain.meter_provider)
     seq = [0]
 
     def inv() -> str:
@@ -472,13 +468,13 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
 
 
 def section_sweep(plan: Plan) -> dict[str, Any]:
-    from adk_task_telemetry.ledger import Ledger, LedgerOptions
+    from adk_task_telemetry.tracker import Options, Tracker
 
     prov = make_providers()
     loop = asyncio.new_event_loop()
     # The default max_open_tasks (10,000) would stop tracking at the largest size.
-    ledger = Ledger(prov.tracer_provider, prov.meter_provider,
-                    LedgerOptions(max_open_tasks=2 * max(plan.sweep_open)))
+    ledger = Tracker(prov.tracer_provider, prov.meter_provider,
+                     Options(max_open_tasks=2 * max(plan.sweep_open)))
     seq = [0]
 
     def inv() -> str:
@@ -499,14 +495,13 @@ def section_sweep(plan: Plan) -> dict[str, Any]:
     for h in plan.history:
         while history < h:
             i = inv()
-            run = ledger.run_for(i, "bench")
-            rec = ledger.open_task(run, "call-0", "fetch", "FunctionTool", "worker", "s", "call")
+            rec = ledger.opened(i, "bench", None, "call-0", "fetch", "FunctionTool", "worker",
+                                "s", "call", None)
             assert rec is not None
-            ledger.bind(rec, None)
-            ledger.finish_returned(rec)
-            ledger.sweep(i, "after_run")
+            ledger.returned(rec)
+            ledger.run_ended(i, "after_run")
             history += 1
-        state = list(ledger.state_size())
+        state = _state(ledger)
         idle = [_idle_sweeps(ledger, inv, 200) * 1e6 for _ in range(plan.sweep_reps)]
         open10 = [_sweep_once(loop, ledger, inv(), 10) * 1e6 for _ in range(plan.sweep_reps)]
         by_history.append({"ended_runs": h, "state_size": state,
@@ -524,7 +519,7 @@ def section_sweep(plan: Plan) -> dict[str, Any]:
         "history_growth_ratio": {
             "idle_run": last["us_idle_run"]["median"] / first["us_idle_run"]["median"],
             "10_open": last["us_10_open"]["median"] / first["us_10_open"]["median"]},
-        "notes": ("Ledger.sweep timed alone. An open task at the sweep becomes an orphan: "
+        "notes": ("Tracker.run_ended timed alone. An open task at the sweep becomes an orphan: "
                   "span event + status + end, run-span event, 3 metric updates, a WARNING "
                   "record (NullHandler here) and its suspended stack. 'idle run': a run "
                   "whose 10 tasks all ended before the sweep (the common case)."),

@@ -406,21 +406,60 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _direct_orphan(plugin: Any) -> None:
-    """An orphan on every ADK version: the plugin's own ledger ends a run while a
-    real task is still running (ADK 2.13 fixed the scenario that orphans)."""
-    from adk_task_telemetry import semconv as sc
+    """An orphan on every ADK version, through the real Runner: the caller leaves a
+    live run whose streaming tool ignores cancellation for a while (an application
+    bug that ADK 2.13's fix of the seed scenario does not cover)."""
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.live_request_queue import LiveRequestQueue
+    from google.adk.agents.run_config import RunConfig, StreamingMode
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
 
-    ledger = plugin._ledger
-    blocker = asyncio.Event()
-    task = asyncio.create_task(blocker.wait())
-    run = ledger.run_for("inv-direct", "direct_app")
-    record = ledger.open_task(run, "call-direct-orphan", "direct_tool", "FunctionTool",
-                              "direct_agent", "session-direct", sc.Kind.CALL)
-    ledger.bind(record, task)
-    ledger.sweep("inv-direct", sc.EndTrigger.AFTER_RUN)
-    blocker.set()
-    await task
+    from adk_task_telemetry.scenarios import ScriptedLlm, call
+
+    started = asyncio.Event()
+    stop = asyncio.Event()
+    body: list[asyncio.Task[Any]] = []
+
+    async def direct_tool() -> Any:
+        """Streams ticks; ignores cancellation until told to stop."""
+        task = asyncio.current_task()
+        if task is not None:
+            body.append(task)
+        started.set()
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                continue
+            yield "tick"
+
+    model = ScriptedLlm()
+    agent = LlmAgent(name="direct_agent", model=model, instruction="scripted",
+                     tools=[direct_tool])
+    runner = Runner(app=App(name="direct_app", root_agent=agent, plugins=[plugin]),
+                    session_service=InMemorySessionService())
+    session = await runner.session_service.create_session(app_name="direct_app", user_id="u")
+    queue = LiveRequestQueue()
+    agen = runner.run_live(user_id="u", session_id=session.id, live_request_queue=queue,
+                           run_config=RunConfig(streaming_mode=StreamingMode.BIDI,
+                                                response_modalities=[types.Modality.TEXT]))
+    model.say_live(call("direct_tool", "call-direct-orphan"))
+
+    async def until_started() -> None:
+        async for _event in agen:
+            if started.is_set():
+                return
+    await asyncio.wait_for(until_started(), 10)
+    await agen.aclose()  # the caller leaves; the tool keeps running
+    queue.close()
     await asyncio.sleep(0)
+    stop.set()
+    await asyncio.wait(body, timeout=5)
+    await asyncio.sleep(0)
+    await runner.close()
 
 
 def _queue_lengths(handle: Any) -> dict[str, int]:

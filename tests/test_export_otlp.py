@@ -31,7 +31,8 @@ BASE_LABELS = {"gen_ai.tool.name", "gen_ai.agent.name", "adk.tool_task.kind", "a
 CONTRACT = {  # instrument -> (data kind, unit, extra attributes allowed)
     "adk.tool_task.started": ("sum", "{task}", set()),
     "adk.tool_task.active": ("sum", "{task}", set()),
-    "adk.tool_task.duration": ("histogram", "s", {"adk.tool_task.outcome", "error.type"}),
+    "adk.tool_task.duration": ("histogram", "s", {"adk.tool_task.outcome", "error.type",
+                                                  "adk.tool_task.cancel.cause"}),
     "adk.tool_task.orphaned": ("sum", "{task}", {"adk.run.end_trigger"}),
     "adk.tool_task.orphans_alive": ("sum", "{task}", set()),
     "adk.tool_task.orphan_lifetime": ("histogram", "s", {"adk.tool_task.outcome"}),
@@ -229,7 +230,8 @@ def test_metrics_names_units_temporality_and_attributes(exported: Exported) -> N
     assert duration_outcomes >= {"ok", "error", "cancelled"}
     triggers = {attrs(p.attributes)["adk.run.end_trigger"]
                 for _, p in points["adk.tool_task.orphaned"]}
-    assert "after_run" in triggers
+    # The direct orphan's run ends by the live run's own end signal.
+    assert triggers and triggers <= {"live_teardown", "run_task_done", "run_span_end"}
 
 
 def test_duration_and_orphan_points_carry_exemplars_of_their_task_span(

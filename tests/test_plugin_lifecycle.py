@@ -69,6 +69,7 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
 ALLOWED_METRIC_KEYS = {
     sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME, sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
     sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE, sc.ADK_RUN_END_TRIGGER,
+    sc.ADK_TOOL_TASK_CANCEL_CAUSE,
 }
 
 
@@ -147,6 +148,12 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
             p.attributes[sc.ADK_TOOL_TASK_OUTCOME]
             for p in m.get(sc.METRIC_DURATION, []) for _ in range(p.count))
         assert outcomes == sorted(o for (_, _, o, _) in expected.values() if o != "orphaned")
+        # A cancelled task's duration point says why (the five bounded causes only).
+        causes = sorted(
+            str(p.attributes[sc.ADK_TOOL_TASK_CANCEL_CAUSE])
+            for p in m.get(sc.METRIC_DURATION, []) for _ in range(p.count)
+            if p.attributes[sc.ADK_TOOL_TASK_OUTCOME] == "cancelled")
+        assert causes == sorted(str(d) for (_, _, o, d) in expected.values() if o == "cancelled")
         assert plugin.internal_errors == 0
     finally:
         await run.probe.cleanup()

@@ -5,8 +5,8 @@ becomes a ``tool_task {tool}`` span from creation to end, and tasks still runnin
 when their run ends are reported as ``orphaned_task``.
 """
 
-from .ledger import OpenTask, TrackerState
 from .plugin import TaskTelemetryPlugin
+from .records import OpenTask, TrackerState
 from .setup import TelemetryHandle, configure_telemetry
 from .spans import OpenSpanProcessor
 from .version import __version__

@@ -7,13 +7,12 @@ independently. Everything here is pure: it takes results and returns strings.
 from __future__ import annotations
 
 import os
-import re
-import sysconfig
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
 from . import semconv as sc
+from .stacks import Frame, innermost_user_frame
 
 #: Outcomes that end a task inside its run, in the order tables show them.
 ENDED_OUTCOMES: tuple[str, ...] = (
@@ -167,66 +166,6 @@ class Result:
         if self.failure or self.unaccounted:
             return "failed"
         return "clean"
-
-
-# --- stack traces --------------------------------------------------------------
-
-_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
-_FRAMEWORK_PARTS = ("/google/adk/", "/google/genai/", "/opentelemetry/", "/asyncio/")
-
-
-@dataclass(frozen=True)
-class Frame:
-    file: str
-    line: int
-    func: str
-    code: str
-
-    def where(self) -> str:
-        return f"{_short_path(self.file)}:{self.line} in {self.func}"
-
-
-def _short_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return rel if not rel.startswith("..") else path
-
-
-def _stdlib_dirs() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    return tuple(os.path.normpath(p) + os.sep for p in {paths["stdlib"], paths["platstdlib"]})
-
-
-def parse_frames(stacktrace: str) -> list[Frame]:
-    """Frames of a ``traceback``-formatted stack, outermost first."""
-    frames: list[Frame] = []
-    lines = stacktrace.splitlines()
-    for i, line in enumerate(lines):
-        m = _FRAME_RE.match(line)
-        if not m:
-            continue
-        code = ""
-        if i + 1 < len(lines) and not _FRAME_RE.match(lines[i + 1]):
-            code = lines[i + 1].strip()
-        frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
-    return frames
-
-
-def innermost_user_frame(stacktrace: str) -> Frame | None:
-    """Where the task waits, in the user's own code: the innermost frame outside
-    the standard library, ADK, google-genai and OpenTelemetry. Falls back to the
-    innermost frame when every frame is framework code."""
-    frames = parse_frames(stacktrace)
-    stdlib = _stdlib_dirs()
-    for f in reversed(frames):
-        path = os.path.normpath(f.file)
-        if f.file.startswith("<") or path.startswith(stdlib) or any(
-                p in path.replace(os.sep, "/") for p in _FRAMEWORK_PARTS):
-            continue
-        return f
-    return frames[-1] if frames else None
 
 
 # --- formatting helpers --------------------------------------------------------

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from . import semconv as _sc
+
 logger = logging.getLogger("adk_task_telemetry")
 _SEP = os.sep
 
@@ -166,3 +168,71 @@ def _install_live_teardown_hook() -> None:
     _stop_background_tool_tasks.__wrapped__ = original  # type: ignore[attr-defined]
     BaseLlmFlow._stop_background_tool_tasks = _stop_background_tool_tasks  # type: ignore[attr-defined,method-assign]
     _teardown_hook_installed = True
+
+
+# --- what ADK's signals mean for a tool task --------------------------------------
+#
+# The tracker knows states and transitions; which ADK signal ends which task, and
+# what ADK's behaviour implies about an end, is written here once.
+
+#: Kinds that run inside one step of the run (the task running that step awaits
+#: them): they cannot legitimately outlive the task that drove the step.
+STEP_KINDS = frozenset({_sc.Kind.CALL, _sc.Kind.LONG_RUNNING})
+
+
+def task_kind(tool: Any, ctx: Any) -> str:
+    """The contract's ``adk.tool_task.kind`` of a call to ``tool`` in run ``ctx``."""
+    if is_long_running_tool(tool):
+        return _sc.Kind.LONG_RUNNING
+    if is_live(ctx):
+        if is_streaming_tool(tool):
+            return _sc.Kind.STREAMING
+        if is_non_blocking_tool(tool):
+            return _sc.Kind.NON_BLOCKING
+    return _sc.Kind.CALL
+
+
+def works_in_background(kind: str) -> bool:
+    """A live streaming dispatch only returns "pending": the work goes on in the
+    background task ADK registers before ``after_tool_callback`` (streaming_task_for)."""
+    return kind == _sc.Kind.STREAMING
+
+
+def kinds_ended_by(trigger: str, driver_is_run: bool) -> frozenset[str] | None:
+    """Which open tasks of a run a run-end trigger ends (None: all of them).
+
+    - ``after_run``, ``run_error``, ``live_teardown``, ``plugin_close`` (applied
+      only to runs whose driving task is gone) and ``shutdown`` end the run.
+    - ``run_task_done``: the task driving the run's current step ended. If ADK made
+      that task for the run alone (2.x live), the run is over. If it is a caller's
+      task, the caller may hand the run's generator on to another task (a
+      ``wait_for(anext(...))`` per event does), so only the tasks of that step end.
+    """
+    if trigger == _sc.EndTrigger.RUN_TASK_DONE and not driver_is_run:
+        return STEP_KINDS
+    return None
+
+
+def is_tool_error(error: BaseException) -> bool:
+    """Whether ``on_tool_error_callback`` reports a real error. From 2.13 on ADK also
+    reports a cancellation there; the task's own end tells that better."""
+    return isinstance(error, Exception)
+
+
+def cancel_cause(kind: str, sibling_failed: bool) -> str:
+    """Why ADK cancelled a task, when nothing told us before the cancellation.
+
+    Live background tools are cancelled by the run's teardown; a call is cancelled
+    because a sibling in its step raised (ADK cancels the rest), else because the
+    caller went away (timeout, cancelled consumer, aclose, abort signal).
+    """
+    if kind in (_sc.Kind.STREAMING, _sc.Kind.NON_BLOCKING):
+        return _sc.CancelCause.RUN_TEARDOWN
+    if sibling_failed:
+        return _sc.CancelCause.SIBLING_FAILED
+    return _sc.CancelCause.CALLER_CANCELLED
+
+
+def marks_sibling_failure(kind: str) -> bool:
+    """A call that raises makes ADK cancel the unfinished calls of its step."""
+    return kind == _sc.Kind.CALL

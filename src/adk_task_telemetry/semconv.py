@@ -81,6 +81,9 @@ class EndTrigger:
     # ADK 1.x fires no plugin hook when a live run tears down; the version-gated
     # hook in adk_compat reports that moment under this name.
     LIVE_TEARDOWN: Final = "live_teardown"
+    # ADK's own run span (``invocation``) ended and no other signal had ended the
+    # run: a cancelled or failed run_async on ADK 1.x, a caller's timeout.
+    RUN_SPAN_END: Final = "run_span_end"
 
 
 # Metric instruments: (name, unit, description).

@@ -55,8 +55,8 @@ from opentelemetry.sdk.trace.export import (
 
 from . import _env
 from . import semconv as sc
-from .ledger import shutdown_all
 from .spans import OpenSpanProcessor
+from .tracker import shutdown_all
 
 try:  # the base class was renamed in SDK 1.39; the old name warns
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase

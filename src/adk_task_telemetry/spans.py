@@ -1,21 +1,29 @@
-"""OpenSpanProcessor: spans still open when a run ends.
+"""Span processors: spans still open when a run ends, and the end of a run's own span.
 
 A tool (or a library under it) can open a span and never end it: the span is then
 never exported, and nothing shows the work it stood for. This processor remembers
 spans between start and end, so that the run-end sweep can report those of the
 run's trace that are still open. configure_telemetry() installs it; add it to
 your own provider with ``provider.add_span_processor(OpenSpanProcessor())``.
+
+RunSpanEnds tells the tracker when ADK's run span ends: the one end-of-run signal
+that every ADK version gives on every path, wherever ADK traces with an SDK provider.
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import semconv as sc
+
+logger = logging.getLogger(sc.LOGGER_NAME)
 
 #: Scopes whose spans legitimately outlive the sweep (the run's own spans).
 _RUN_SCOPES = frozenset({sc.SCOPE_NAME, "gcp.vertex.agent"})
@@ -70,6 +78,10 @@ class OpenSpanProcessor(SpanProcessor):
         return True
 
 
+def has_processors() -> bool:
+    return bool(_processors)
+
+
 def open_child_spans(trace_id: int, since_ns: int) -> list[Any]:
     """Open spans of a trace, from every OpenSpanProcessor in the process."""
     found: dict[int, Any] = {}
@@ -77,3 +89,54 @@ def open_child_spans(trace_id: int, since_ns: int) -> list[Any]:
         for s in proc.open_spans(trace_id, since_ns):
             found[s.get_span_context().span_id] = s
     return list(found.values())
+
+
+class RunSpanEnds(SpanProcessor):
+    """Calls back when a watched span ends: ADK's own run span, which ends exactly
+    when the runner's generator unwinds, however it unwinds (completion, error,
+    cancellation, a caller's timeout, aclose). ADK skips its plugin hooks on some
+    of those paths; this one it cannot skip. Added once to the SDK TracerProvider
+    that ADK traces with (see watch_run_span)."""
+
+    def __init__(self) -> None:
+        self._watch: dict[int, Callable[[], None]] = {}
+
+    def watch(self, span_id: int, callback: Callable[[], None]) -> None:
+        self._watch[span_id] = callback
+
+    def forget(self, span_id: int) -> None:
+        self._watch.pop(span_id, None)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self._watch:
+            return
+        ctx = span.get_span_context()
+        callback = self._watch.pop(ctx.span_id, None) if ctx is not None else None
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # never raise into the SDK (nor into ADK's span end)
+                logger.debug("run-span end callback failed", exc_info=True)
+
+
+_run_span_ends: dict[int, RunSpanEnds] = {}  # id(provider) -> its watcher
+
+
+def watch_run_span(span: Any, callback: Callable[[], None]) -> bool:
+    """Calls ``callback`` when ``span`` (a recording SDK span) ends. False when it
+    cannot: a span of no SDK provider, or one that has already ended."""
+    provider = trace.get_tracer_provider()
+    add = getattr(provider, "add_span_processor", None)
+    if add is None or not span.is_recording():
+        return False
+    watcher = _run_span_ends.get(id(provider))
+    if watcher is None:
+        watcher = _run_span_ends[id(provider)] = RunSpanEnds()
+        add(watcher)
+    watcher.watch(span.get_span_context().span_id, callback)
+    return True
+
+
+def forget_run_span(span: Any) -> None:
+    for watcher in list(_run_span_ends.values()):
+        watcher.forget(span.get_span_context().span_id)

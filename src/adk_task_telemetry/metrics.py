@@ -1,0 +1,140 @@
+"""The contract's instruments, one attribute set ("series") per tool, and the cardinality cap.
+
+``started`` is a plain count per series and ``active`` is derived from the open
+records when a reader collects: a tool task costs no SDK measurement for either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span
+
+from . import semconv as sc
+from .version import __version__
+
+logger = logging.getLogger(sc.LOGGER_NAME)
+
+#: Attribute sets kept at most; beyond, the tool name becomes ``_other``.
+MAX_SERIES = 2000
+OTHER = "_other"
+NAME_CHARS = 256
+
+
+class Series:
+    """One (tool, agent, kind, app) attribute set: its dicts, built once, and its
+    started count."""
+
+    __slots__ = ("attrs", "by_outcome", "span_attrs", "started")
+
+    def __init__(self, attrs: dict[str, str], tool_type: str) -> None:
+        self.attrs = attrs
+        self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
+        # The duration histogram's attributes of the outcomes that need no more.
+        self.by_outcome = {o: {**attrs, sc.ADK_TOOL_TASK_OUTCOME: o}
+                           for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)}
+        self.started = 0
+
+
+class Metrics:
+    """Everything the tracker measures. ``open_series`` yields the series of every
+    open record: ``active`` is counted from it, so it cannot drift from the records."""
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None,
+                 open_series: Callable[[], Iterable[Series]]) -> None:
+        meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
+        self._series: dict[tuple[str, str, str, str, str], Series] = {}
+        self._capped = False
+        self._open_series = open_series
+        meter.create_observable_counter(
+            sc.METRIC_STARTED, [self._observe_started], sc.UNIT_TASK, "Tool tasks created.")
+        meter.create_observable_up_down_counter(
+            sc.METRIC_ACTIVE, [self._observe_active], sc.UNIT_TASK,
+            "Tool tasks running inside their run.")
+        self._duration = meter.create_histogram(
+            sc.METRIC_DURATION, sc.UNIT_SECONDS,
+            "Tool task lifetime, creation to end, for tasks that ended inside their run.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+        self._orphaned = meter.create_counter(
+            sc.METRIC_ORPHANED, sc.UNIT_TASK, "Tool tasks still running when their run ended.")
+        self._orphans_alive = meter.create_up_down_counter(
+            sc.METRIC_ORPHANS_ALIVE, sc.UNIT_TASK, "Orphaned tool tasks still running.")
+        self._orphan_lifetime = meter.create_histogram(
+            sc.METRIC_ORPHAN_LIFETIME, sc.UNIT_SECONDS,
+            "How long an orphaned tool task ran past the end of its run.",
+            explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+        self._overflow = meter.create_counter(
+            sc.METRIC_OVERFLOW, sc.UNIT_TASK,
+            "Tool tasks not tracked because max_open_tasks records were open.")
+
+    def series_for(self, tool_name: str, agent_name: str, kind: str, app_name: str,
+                   tool_type: str) -> Series:
+        key = (tool_name, agent_name, kind, app_name, tool_type)
+        series = self._series.get(key)
+        if series is None and len(self._series) >= MAX_SERIES:
+            # A model that invents tool names (ADK answers "tool not found" with a
+            # tool of that name) must not explode metric cardinality.
+            if not self._capped:
+                self._capped = True
+                logger.warning("adk_task_telemetry: more than %d (tool, agent, kind, app) "
+                               "combinations; further ones are counted as tool %r",
+                               MAX_SERIES, OTHER)
+            key = (OTHER, agent_name, kind, app_name, tool_type)
+            tool_name = OTHER
+            series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = Series({
+                sc.GEN_AI_TOOL_NAME: tool_name[:NAME_CHARS],
+                sc.GEN_AI_AGENT_NAME: agent_name[:NAME_CHARS],
+                sc.ADK_TOOL_TASK_KIND: kind,
+                sc.ADK_APP_NAME: app_name[:NAME_CHARS],
+            }, tool_type[:NAME_CHARS])
+        return series
+
+    # --- observable instruments (read on the reader's thread) ----------------------
+
+    def _observe_started(self, _options: Any) -> list[metrics.Observation]:
+        # list() copies in one step: the event loop may add a series meanwhile.
+        return [metrics.Observation(s.started, s.attrs) for s in list(self._series.values())]
+
+    def _observe_active(self, _options: Any) -> list[metrics.Observation]:
+        counts: dict[int, int] = {}
+        for _ in range(3):  # the loop may change the records while we count
+            try:
+                counts = {}
+                for s in self._open_series():
+                    counts[id(s)] = counts.get(id(s), 0) + 1
+                break
+            except RuntimeError:
+                continue
+        return [metrics.Observation(counts.get(id(s), 0), s.attrs)
+                for s in list(self._series.values())]
+
+    # --- measurements --------------------------------------------------------------
+
+    def ended(self, series: Series, seconds: float, outcome: str, span: Span,
+              error_type: str | None = None, cancel_cause: str | None = None) -> None:
+        attrs = series.by_outcome.get(outcome)
+        if attrs is None:
+            attrs = {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
+            if error_type is not None:
+                attrs[sc.ERROR_TYPE] = error_type
+            if cancel_cause is not None:
+                attrs[sc.ADK_TOOL_TASK_CANCEL_CAUSE] = cancel_cause
+        self._duration.record(seconds, attrs, context=trace.set_span_in_context(span))
+
+    def orphaned(self, series: Series, trigger: str, span: Span) -> None:
+        self._orphaned.add(1, {**series.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
+                           context=trace.set_span_in_context(span))
+        self._orphans_alive.add(1, series.attrs)
+
+    def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
+        self._orphans_alive.add(-1, series.attrs)
+        self._orphan_lifetime.record(seconds, {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
+                                     context=trace.set_span_in_context(span))
+
+    def overflow(self, series: Series) -> None:
+        self._overflow.add(1, series.attrs)

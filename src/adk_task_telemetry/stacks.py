@@ -1,0 +1,112 @@
+"""Where a suspended task waits: capture (for ``code.stacktrace``) and parsing (for the CLI).
+
+Both sides live here so that the format written into the ``orphaned_task`` event
+and the reader that finds "where it is stuck" cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import re
+import sysconfig
+import traceback
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+#: Frames and characters kept of a stack: the innermost ones say where it waits.
+STACK_FRAMES = 12
+STACK_CHARS = 4096
+
+
+def _frames(task: asyncio.Task[Any]) -> Iterator[types.FrameType]:
+    """The frames of a suspended task, innermost last, through async generators too."""
+    aw: Any = task.get_coro()
+    seen = 0
+    while aw is not None and seen < 64:
+        seen += 1
+        frame = getattr(aw, "cr_frame", None) or getattr(aw, "ag_frame", None) or getattr(
+            aw, "gi_frame", None)
+        if frame is not None:
+            yield frame
+        nxt = (getattr(aw, "cr_await", None) or getattr(aw, "ag_await", None)
+               or getattr(aw, "gi_yieldfrom", None))
+        if nxt is None and frame is None:
+            # async_generator_asend and friends hide their generator: find it.
+            nxt = next((r for r in gc.get_referents(aw)
+                        if isinstance(r, (types.AsyncGeneratorType, types.CoroutineType))), None)
+        aw = nxt
+
+
+def suspended_stack(task: asyncio.Task[Any]) -> str:
+    """The innermost frames of ``task``, ``traceback``-formatted; "" if unavailable."""
+    try:
+        frames = list(_frames(task))[-STACK_FRAMES:]
+        summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
+                                                 lookup_lines=True)
+        return "".join(summary.format())[-STACK_CHARS:]
+    except Exception:
+        return ""
+
+
+# --- reading a captured stack back ------------------------------------------------
+
+_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_FRAMEWORK_PARTS = ("/google/adk/", "/google/genai/", "/opentelemetry/", "/asyncio/")
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    func: str
+    code: str
+
+    def where(self) -> str:
+        return f"{_short_path(self.file)}:{self.line} in {self.func}"
+
+
+def _short_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple(os.path.normpath(p) + os.sep for p in {paths["stdlib"], paths["platstdlib"]})
+
+
+def parse_frames(stacktrace: str) -> list[Frame]:
+    """Frames of a ``traceback``-formatted stack, outermost first."""
+    frames: list[Frame] = []
+    lines = stacktrace.splitlines()
+    for i, line in enumerate(lines):
+        m = _FRAME_RE.match(line)
+        if not m:
+            continue
+        code = ""
+        if i + 1 < len(lines) and not _FRAME_RE.match(lines[i + 1]):
+            code = lines[i + 1].strip()
+        frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
+    return frames
+
+
+def innermost_user_frame(stacktrace: str) -> Frame | None:
+    """Where the task waits, in the user's own code: the innermost frame outside
+    the standard library, ADK, google-genai and OpenTelemetry. Falls back to the
+    innermost frame when every frame is framework code."""
+    frames = parse_frames(stacktrace)
+    stdlib = _stdlib_dirs()
+    for f in reversed(frames):
+        path = os.path.normpath(f.file)
+        if f.file.startswith("<") or path.startswith(stdlib) or any(
+                p in path.replace(os.sep, "/") for p in _FRAMEWORK_PARTS):
+            continue
+        return f
+    return frames[-1] if frames else None
