@@ -25,7 +25,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from opentelemetry.sdk.trace import ReadableSpan
 
-from adk_task_telemetry import TaskTelemetryPlugin, TrackerState, adk_compat
+from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import Probe, ScriptedLlm, call, text
 
@@ -33,7 +33,6 @@ from .conftest import Telemetry
 
 APP = "regressions"
 USER = "user"
-IS_1X = adk_compat.ADK_VERSION < (2, 0, 0)
 
 
 def _message(value: str = "go") -> types.Content:
@@ -80,8 +79,6 @@ def _assert_idle(plugin: TaskTelemetryPlugin, telemetry: Telemetry) -> None:
 # --- 2. a plugin shared by several Runners ---------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10: closing one Runner sweeps the runs of "
-                   "every Runner sharing the plugin (plugin_close false orphan), lead fixing")
 async def test_closing_one_runner_does_not_orphan_another_runners_run(
         telemetry: Telemetry) -> None:
     """A web framework builds a Runner per request on one App (one plugin instance).
@@ -138,9 +135,6 @@ async def test_closing_one_runner_does_not_orphan_another_runners_run(
 # --- 3. per-event timeout: a sibling that outlives the cancelled step ------------
 
 
-@pytest.mark.xfail(IS_1X, strict=True, reason="issue 10: ADK 1.x per-event timeout: a "
-                   "call that outlives the cancelled step is never reported orphaned, lead "
-                   "fixing")
 async def test_per_event_timeout_sibling_still_running_at_run_end_is_an_orphan(
         telemetry: Telemetry) -> None:
     """The caller reads each event with ``wait_for(anext(...))`` and times out.
@@ -317,9 +311,6 @@ class _HandedOverLiveRun:
         await _settle()
 
 
-@pytest.mark.xfail(IS_1X, strict=True, reason="issue 10: a call orphaned by a partial "
-                   "run-task sweep stays in its run and the full sweep orphans it again "
-                   "(double orphan, active -1), lead fixing")
 async def test_partial_then_full_sweep_reports_each_orphan_once(
         telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
     """One orphan report per task however many sweeps see it; counts return to 0."""
@@ -350,9 +341,6 @@ async def test_partial_then_full_sweep_reports_each_orphan_once(
     _assert_idle(scenario.plugin, telemetry)
 
 
-@pytest.mark.xfail(IS_1X, strict=True, reason="issue 10: the run-task sweep of a caller's "
-                   "task orphans calls still running in the task it handed the generator "
-                   "to, before the run ended, lead fixing")
 async def test_handed_over_run_orphans_are_the_real_ones(telemetry: Telemetry) -> None:
     """Orphans are exactly the tasks still running when the run ended.
 

@@ -93,13 +93,11 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.failed("before_run_callback")
         return None
 
-    async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> None:
+    async def on_event_callback(self, *, invocation_context: Any, event: Any) -> None:
         try:
-            ctx = compat.invocation_context_of(callback_context)
-            if ctx is not None and not compat.is_live(ctx):
-                self._tracker.run_step(str(ctx.invocation_id), _current_task())
+            self._tracker.run_step(str(invocation_context.invocation_id), _current_task())
         except Exception:
-            self._tracker.failed("before_model_callback")
+            self._tracker.failed("on_event_callback")
         return None
 
     async def after_run_callback(self, *, invocation_context: Any) -> None:

@@ -126,10 +126,11 @@ class Tracker:
             strict.install_on_running_loop()
 
     def run_step(self, invocation_id: str, task: asyncio.Task[Any] | None) -> None:
-        """A step of the run starts in ``task``: its tool tasks belong to that step.
+        """The run's reader is ``task`` now (it just got an event).
 
-        A caller may drive each step from a task of its own (``wait_for`` around
-        every ``anext``); the run's step tasks cannot outlive the one driving it.
+        A caller may hand the run's generator from task to task (a request handler
+        to a worker; ``wait_for`` around every ``anext``): the run goes on in the
+        task reading it, not in the one that started it.
         """
         run = self._runs.get(invocation_id)
         if run is not None and not run.driver_is_run:
