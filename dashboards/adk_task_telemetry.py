@@ -259,17 +259,14 @@ def build() -> db.Dashboard:
                "p50 {{gen_ai_tool_name}} {{adk_tool_task_outcome}}", "B")], "s", span=12))
     d = d.with_panel(ts_panel(
         "Cancellations by cause",
-        "Cancelled tool tasks per second by cause, as far as metrics tell it: a task "
-        "cancelled inside its run is, by kind, run_teardown/stop_streaming (streaming, "
-        "non_blocking) or sibling_failed/caller_cancelled (call); orphan_cancelled is an "
-        "orphan cancelled after its run ended (adk_tool_task_orphan_lifetime_seconds, "
-        "outcome=cancelled). The exact cause of each is the adk.tool_task.cancel.cause "
-        "attribute of the span's cancelled event.",
-        [query("sum by (cause) (label_replace(label_replace(sum by (adk_tool_task_kind) "
-               f"(rate({outcome(COUNT, 'cancelled')}[{rate}])), "
-               '"cause", "run_teardown or stop_streaming", "adk_tool_task_kind", '
-               '"streaming|non_blocking"), "cause", "sibling_failed or caller_cancelled", '
-               '"adk_tool_task_kind", "call|long_running"))', "{{cause}}", "A"),
+        "Cancelled tool tasks per second by cause (adk_tool_task_cancel_cause on the "
+        "duration points of tasks cancelled inside their run: sibling_failed, "
+        "caller_cancelled, run_teardown, stop_streaming); orphan_cancelled is an orphan "
+        "cancelled after its run ended (adk_tool_task_orphan_lifetime_seconds, "
+        "outcome=cancelled).",
+        [query(f"sum by (adk_tool_task_cancel_cause) "
+               f"(rate({outcome(COUNT, 'cancelled')}[{rate}]))",
+               "{{adk_tool_task_cancel_cause}}", "A"),
          query(f"sum(rate({outcome(ORPHAN_LIFETIME + '_count', 'cancelled')}[{rate}])) "
                "or on() vector(0)",
                "orphan_cancelled", "B")], "reqps", span=12, bars=True))

@@ -444,7 +444,7 @@ def contract_names() -> tuple[set[str], set[str]]:
     labels = {prom(a) for a in (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME,
                                 sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
                                 sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE,
-                                sc.ADK_RUN_END_TRIGGER)}
+                                sc.ADK_RUN_END_TRIGGER, sc.ADK_TOOL_TASK_CANCEL_CAUSE)}
     return metrics, labels
 
 

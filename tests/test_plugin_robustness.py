@@ -239,3 +239,32 @@ async def test_two_plugin_instances_do_not_mix_their_records(telemetry: Telemetr
     mine = outcomes(telemetry.tool_spans())
     assert mine == outcomes(other_spans.get_finished_spans())
     assert mine == {c: o for c, (_, _, o, _) in EXPECTED[name].items()}
+
+
+async def test_two_plugins_on_one_meter_provider_both_count(telemetry: Telemetry) -> None:
+    """Two agents in one process (two plugins, one MeterProvider): the SDK keeps an
+    observable instrument's first callbacks only, so both must be observed by one."""
+    from google.adk.apps import App
+
+    async def lookup(order_id: str) -> dict[str, str]:
+        """Looks up an order."""
+        return {"order_id": order_id}
+
+    plugins = [telemetry.plugin(), telemetry.plugin()]
+    for i, plugin in enumerate(plugins, start=1):
+        agent = LlmAgent(name="clerk", model=ScriptedLlm([[call("lookup", f"c-{i}",
+                                                                 order_id="1")]]),
+                         instruction="scripted", tools=[lookup])
+        runner = Runner(app=App(name=f"app{i}", root_agent=agent, plugins=[plugin]),
+                        session_service=InMemorySessionService())
+        session = await runner.session_service.create_session(app_name=f"app{i}", user_id="u")
+        msg = types.Content(role="user", parts=[types.Part(text="go")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=msg):
+            pass
+        await runner.close()
+    m = telemetry.metrics()
+    for name in (sc.METRIC_STARTED, sc.METRIC_ACTIVE, sc.METRIC_DURATION):
+        apps = sorted(str(p.attributes[sc.ADK_APP_NAME]) for p in m[name])
+        assert apps == ["app1", "app2"], name
+    assert sum(p.value for p in m[sc.METRIC_STARTED]) == 2
+    assert sum(p.value for p in m[sc.METRIC_ACTIVE]) == 0

@@ -2,11 +2,13 @@
 
 ``started`` is a plain count per series and ``active`` is derived from the open
 records when a reader collects: a tool task costs no SDK measurement for either.
+Both are observed once per Meter for every plugin on it.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,11 +51,7 @@ class Metrics:
         self._series: dict[tuple[str, str, str, str, str], Series] = {}
         self._capped = False
         self._open_series = open_series
-        meter.create_observable_counter(
-            sc.METRIC_STARTED, [self._observe_started], sc.UNIT_TASK, "Tool tasks created.")
-        meter.create_observable_up_down_counter(
-            sc.METRIC_ACTIVE, [self._observe_active], sc.UNIT_TASK,
-            "Tool tasks running inside their run.")
+        _observed_by(meter).users.add(self)
         self._duration = meter.create_histogram(
             sc.METRIC_DURATION, sc.UNIT_SECONDS,
             "Tool task lifetime, creation to end, for tasks that ended inside their run.",
@@ -94,13 +92,13 @@ class Metrics:
             }, tool_type[:NAME_CHARS])
         return series
 
-    # --- observable instruments (read on the reader's thread) ----------------------
+    # --- observable values (read on the reader's thread) ----------------------------
 
-    def _observe_started(self, _options: Any) -> list[metrics.Observation]:
+    def started_counts(self) -> list[tuple[dict[str, str], int]]:
         # list() copies in one step: the event loop may add a series meanwhile.
-        return [metrics.Observation(s.started, s.attrs) for s in list(self._series.values())]
+        return [(s.attrs, s.started) for s in list(self._series.values())]
 
-    def _observe_active(self, _options: Any) -> list[metrics.Observation]:
+    def active_counts(self) -> list[tuple[dict[str, str], int]]:
         counts: dict[int, int] = {}
         for _ in range(3):  # the loop may change the records while we count
             try:
@@ -110,8 +108,7 @@ class Metrics:
                 break
             except RuntimeError:
                 continue
-        return [metrics.Observation(counts.get(id(s), 0), s.attrs)
-                for s in list(self._series.values())]
+        return [(s.attrs, counts.get(id(s), 0)) for s in list(self._series.values())]
 
     # --- measurements --------------------------------------------------------------
 
@@ -138,3 +135,47 @@ class Metrics:
 
     def overflow(self, series: Series) -> None:
         self._overflow.add(1, series.attrs)
+
+
+class _Observed:
+    """The observable instruments of one Meter, shared by every plugin on it: the SDK
+    keeps the callbacks of an instrument's first registration only, so a second plugin
+    on the same MeterProvider would otherwise report no ``started`` or ``active``."""
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        self.users: weakref.WeakSet[Metrics] = weakref.WeakSet()
+        meter.create_observable_counter(
+            sc.METRIC_STARTED, [self._started], sc.UNIT_TASK, "Tool tasks created.")
+        meter.create_observable_up_down_counter(
+            sc.METRIC_ACTIVE, [self._active], sc.UNIT_TASK,
+            "Tool tasks running inside their run.")
+
+    def _started(self, _options: Any) -> list[metrics.Observation]:
+        return _summed(m.started_counts() for m in list(self.users))
+
+    def _active(self, _options: Any) -> list[metrics.Observation]:
+        return _summed(m.active_counts() for m in list(self.users))
+
+
+def _summed(parts: Iterable[list[tuple[dict[str, str], int]]]) -> list[metrics.Observation]:
+    """One observation per attribute set (two plugins may count the same tool)."""
+    total: dict[frozenset[tuple[str, str]], tuple[dict[str, str], int]] = {}
+    for part in parts:
+        for attrs, n in part:
+            key = frozenset(attrs.items())
+            prev = total.get(key)
+            total[key] = (attrs, n + (prev[1] if prev else 0))
+    return [metrics.Observation(n, attrs) for attrs, n in total.values()]
+
+
+_observed: weakref.WeakKeyDictionary[Any, _Observed] = weakref.WeakKeyDictionary()
+
+
+def _observed_by(meter: metrics.Meter) -> _Observed:
+    try:
+        found = _observed.get(meter)
+        if found is None:
+            found = _observed[meter] = _Observed(meter)
+        return found
+    except TypeError:  # a meter that cannot be weakly referenced: not shared
+        return _Observed(meter)

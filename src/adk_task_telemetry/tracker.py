@@ -288,6 +288,8 @@ class Tracker:
         # A call that runs in its run's own task has no task of its own: its
         # callbacks end it.
         self._bind(record, None if task is run.driver else task)
+        if record.state == OPEN:
+            self._watch(run)
         return record
 
     def _overflow(self, series: Series) -> None:
@@ -317,7 +319,6 @@ class Tracker:
             self._end_from_task(record, task)
             return
         task.add_done_callback(record)
-        self._watch(record.run)
 
     def returned(self, record: TaskRecord) -> None:
         """after_tool_callback: the call produced a result (maybe a callback's answer

@@ -52,11 +52,11 @@ class Probe:
     def _event(self, call_id: str) -> asyncio.Event:
         return self._started.setdefault(call_id, asyncio.Event())
 
-    async def wait_started(self, *call_ids: str, timeout: float = 5.0) -> None:
+    async def wait_started(self, *call_ids: str, timeout: float = 15.0) -> None:
         waits = [self._event(cid).wait() for cid in call_ids]
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
 
-    async def wait_finished(self, *call_ids: str, timeout: float = 5.0) -> None:
+    async def wait_finished(self, *call_ids: str, timeout: float = 15.0) -> None:
         await self.wait_started(*call_ids, timeout=timeout)
         await asyncio.wait([self.tasks[c] for c in call_ids], timeout=timeout)
         await asyncio.sleep(0)
@@ -146,7 +146,7 @@ class Harness:
             queue.close()
 
     async def live_until(self, agen: AsyncGenerator[Any, None],
-                         done: Callable[[], bool], timeout: float = 5.0) -> None:
+                         done: Callable[[], bool], timeout: float = 15.0) -> None:
         """Consumes live events until ``done()`` holds."""
         async def consume() -> None:
             async for event in agen:
