@@ -96,11 +96,11 @@ def grpc_rx() -> Iterator[GrpcReceiver]:
 # --- opentelemetry-instrument python script.py ----------------------------------
 
 
-def _script(mode: str, rx: GrpcReceiver) -> dict[str, Any]:
+def _script(mode: str, rx: GrpcReceiver, **env: str) -> dict[str, Any]:
     proc = subprocess.run(
         [str(INSTRUMENT), sys.executable, str(ZERO / "app_script.py"), mode],
-        capture_output=True, text=True, timeout=120, env=_env(rx.endpoint), cwd=str(REPO),
-        stdin=subprocess.DEVNULL)
+        capture_output=True, text=True, timeout=120, env=_env(rx.endpoint, **env),
+        cwd=str(REPO), stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
@@ -134,6 +134,15 @@ def test_an_app_that_lists_the_plugin_gets_no_second_one(grpc_rx: GrpcReceiver) 
     time.sleep(0.3)  # a duplicate would have been in the same batch
     by_call = _by_call(_tool_spans(grpc_rx))
     assert {k: len(v) for k, v in by_call.items()} == dict.fromkeys(CALL_IDS, 1)
+
+
+def test_the_entry_point_name_disables_it(grpc_rx: GrpcReceiver) -> None:
+    out = _script("plain", grpc_rx, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="adk_task_telemetry")
+    assert out["plugins"] == [], out
+    # ADK's own spans still arrive: only our instrumentor was left out.
+    assert grpc_rx.received.wait_for(lambda: any(
+        s.name.startswith("execute_tool") for _, _, s in grpc_rx.received.spans()))
+    assert _tool_spans(grpc_rx) == []
 
 
 # --- adk api_server -------------------------------------------------------------
