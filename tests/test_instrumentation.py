@@ -134,6 +134,8 @@ def test_an_app_that_lists_the_plugin_gets_no_second_one(grpc_rx: GrpcReceiver) 
     time.sleep(0.3)  # a duplicate would have been in the same batch
     by_call = _by_call(_tool_spans(grpc_rx))
     assert {k: len(v) for k, v in by_call.items()} == dict.fromkeys(CALL_IDS, 1)
+    # The app's own plugin is the only instance: its metrics are all reported.
+    assert grpc_rx.received.wait_for(lambda: _started_total(grpc_rx) == 3)
 
 
 def test_the_entry_point_name_disables_it(grpc_rx: GrpcReceiver) -> None:

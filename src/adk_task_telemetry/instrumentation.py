@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import threading
 import weakref
 from collections.abc import Collection, Coroutine
 from typing import Any
@@ -51,6 +52,8 @@ __all__ = ["AdkTaskTelemetryInstrumentor"]
 #: What ``opentelemetry-instrument`` checks before loading us (the tested range
 #: is in pyproject.toml's dependencies).
 _INSTRUMENTS = ("google-adk >= 1.39.1",)
+
+_lock = threading.Lock()
 
 #: The runner whose ``close()`` is running now (set by the wrapped Runner.close).
 _closing: contextvars.ContextVar[Any] = contextvars.ContextVar(
@@ -102,6 +105,7 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     _plugin: _SharedPlugin | None = None
     _plugin_key: tuple[Any, ...] | None = None
+    _options: dict[str, Any] = {}
     _wrapped: dict[str, tuple[Any, Any]] = {}
     _enabled = False
 
@@ -110,7 +114,7 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     @property
     def plugin(self) -> TaskTelemetryPlugin | None:
-        """The plugin this instrumentor adds to runners (None before instrument())."""
+        """The plugin this instrumentor adds to runners (None until a runner needed it)."""
         return self._plugin
 
     def _instrument(self, **kwargs: Any) -> None:
@@ -121,9 +125,10 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         key = tuple(sorted((k, id(v)) for k, v in options.items()))
         # Re-instrumenting with the same settings keeps the plugin: a second one on
         # the same meter provider would register its instruments twice.
-        if self._plugin is None or self._plugin_key != key:
-            self._plugin = _SharedPlugin(**options)
+        if self._plugin_key != key:
+            self._plugin = None
             self._plugin_key = key
+        self._options = options
         self._enabled = True
         self._wrapped = {}
         for name, wrapper in (("__init__", self._after_init), ("close", self._around_close)):
@@ -163,10 +168,18 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
         return close()
 
+    def _shared_plugin(self) -> _SharedPlugin:
+        """Created when a runner first needs it, not in instrument(): an app that lists
+        its own TaskTelemetryPlugin then stays the only instance (the first one on a
+        meter provider is the one whose observable instruments report)."""
+        with _lock:
+            if self._plugin is None:
+                self._plugin = _SharedPlugin(**self._options)
+            return self._plugin
+
     def _register(self, runner: Any) -> None:
-        plugin = self._plugin
         plugins = getattr(getattr(runner, "plugin_manager", None), "plugins", None)
-        if plugin is None or not isinstance(plugins, list):
+        if not isinstance(plugins, list):
             logger.warning("adk_task_telemetry: this Runner has no plugin_manager.plugins "
                            "list; TaskTelemetryPlugin not registered")
             return
@@ -182,6 +195,7 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     "(%s): every tool task is reported %d times", len(present),
                     ", ".join(repr(p.name) for p in present), len(present))
             return
+        plugin = self._shared_plugin()
         if any(getattr(p, "name", None) == plugin.name for p in plugins):
             logger.warning("adk_task_telemetry: a plugin named %r that is not a "
                            "TaskTelemetryPlugin is registered; not adding ours", plugin.name)
