@@ -28,7 +28,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
-from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
 from adk_task_telemetry.instrumentation import AdkTaskTelemetryInstrumentor
 from adk_task_telemetry.scenarios import run_scenario
 from adk_task_telemetry.scenarios.model import ScriptedLlm, call, text
@@ -136,6 +136,23 @@ def test_an_app_that_lists_the_plugin_gets_no_second_one(grpc_rx: GrpcReceiver) 
     assert {k: len(v) for k, v in by_call.items()} == dict.fromkeys(CALL_IDS, 1)
     # The app's own plugin is the only instance: its metrics are all reported.
     assert grpc_rx.received.wait_for(lambda: _started_total(grpc_rx) == 3)
+
+
+def test_zero_code_reports_the_seed_orphan(grpc_rx: GrpcReceiver) -> None:
+    """ADK issue 7058 through opentelemetry-instrument: the orphan reaches the collector
+    on the versions that have the bug, and nothing is orphaned on 2.13."""
+    out = _script("seed_bug", grpc_rx)
+    assert grpc_rx.received.wait_for(lambda: len(_tool_spans(grpc_rx)) >= 2)
+    orphans = [s for s in _tool_spans(grpc_rx)
+               if attrs(s.attributes)["adk.tool_task.outcome"] == "orphaned"]
+    if adk_compat.ADK_VERSION < (2, 13, 0):
+        assert out["still_running"] == ["call-goog"], out
+        assert [attrs(s.attributes)["gen_ai.tool.call.id"] for s in orphans] == ["call-goog"]
+        events = [e for e in orphans[0].events if e.name == "orphaned_task"]
+        assert len(events) == 1
+        assert attrs(events[0].attributes)["adk.tool_task.age"] >= 0
+    else:
+        assert out["still_running"] == [] and orphans == []
 
 
 def test_the_entry_point_name_disables_it(grpc_rx: GrpcReceiver) -> None:

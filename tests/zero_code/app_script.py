@@ -1,8 +1,8 @@
 """Run by the zero-code tests as ``opentelemetry-instrument python app_script.py MODE``.
 
 No line here mentions telemetry set-up: the instrumentor must add the plugin.
-MODE ``plain``: an App without TaskTelemetryPlugin; ``listed``: an App that lists one.
-Prints one JSON line: the plugins of the Runner, in order.
+MODE ``plain``: an App without TaskTelemetryPlugin; ``listed``: an App that lists one;
+``seed_bug``: the scenario library's live seed bug. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,19 @@ from google.genai import types
 from tests.zero_code.scripted import build_agent
 
 
+async def seed_bug() -> dict[str, object]:
+    """The scenario the project exists for (ADK issue 7058), with no plugin listed."""
+    from adk_task_telemetry.scenarios import run_scenario
+
+    run = await run_scenario("seed_bug", [])
+    still_running = sorted(run.probe.pending())
+    await run.probe.cleanup()
+    return {"still_running": still_running}
+
+
 async def main(mode: str) -> dict[str, object]:
+    if mode == "seed_bug":
+        return await seed_bug()
     plugins = []
     if mode == "listed":
         from adk_task_telemetry import TaskTelemetryPlugin
