@@ -5,7 +5,7 @@ PYTHON ?= python3
 ADK_VERSIONS ?= 2.13.0 2.12.0 1.39.1
 ADK_NEWEST := $(firstword $(ADK_VERSIONS))
 VENVS := .venvs
-EXTRAS := dev,export
+EXTRAS := dev,export,instrument
 PYTEST_ARGS ?=
 
 # python3 -m venv; on a Debian python without ensurepip, install python3-venv first (as root).
@@ -16,7 +16,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards clean
+.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -89,10 +89,21 @@ stack-up:
 stack-down:
 	$(STACK) down
 
-# Regenerates the committed dashboard JSON and the PrometheusRule from their sources.
-dashboards: $(VENVS)/adk-$(ADK_NEWEST)/.installed
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/python dashboards/adk_task_telemetry.py
+# Base of every alert's runbook_url (<base>/<AlertName>.md). Empty: the docs/runbooks
+# folder of this repository ([project.urls] in pyproject.toml when declared, else the
+# repository-relative path docs/runbooks); see docs/deploy.md. Exported, so that the
+# test that the committed rules equal their generated form uses the same base.
+export RUNBOOK_BASE_URL ?=
+
+# Regenerates the Prometheus rules, their promtool tests' expected runbook URLs and
+# the PrometheusRule from deploy/prometheus/alerts.py.
+rules: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python deploy/prometheus/alerts.py --runbook-base-url "$(RUNBOOK_BASE_URL)"
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python deploy/k8s/render_prometheusrule.py
+
+# Regenerates the committed dashboard JSON (and, through `rules`, the alert rules).
+dashboards: rules $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python dashboards/adk_task_telemetry.py
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache

@@ -8,15 +8,20 @@ from typing import Any
 
 from .deploy_helpers import (
     ALERTS,
+    DEPLOY,
     REPO,
     RULE_TESTS,
     RULES,
     RUNBOOKS,
     check_contract_names,
+    load_module,
     load_yaml,
     require_tool,
     run,
 )
+
+#: The rules as code: the one source of the alert definitions.
+alerts_src = load_module(DEPLOY / "prometheus" / "alerts.py", "adk_alerts_src")
 
 
 def _alerts() -> dict[str, dict[str, Any]]:
@@ -44,7 +49,9 @@ def test_the_four_alerts_exist_with_severity_summary_description_and_runbook() -
         ann = rule["annotations"]
         assert ann["summary"].strip() and ann["description"].strip(), name
         url = ann["runbook_url"]
-        assert url.startswith("https://") and url.endswith(f"/docs/runbooks/{name}.md"), url
+        assert url == f"{alerts_src.base_url()}/{name}.md", url
+        if "://" not in url:  # the repository-relative default: the file itself
+            assert (REPO / url).is_file(), url
         runbook = RUNBOOKS / f"{name}.md"
         assert runbook.is_file(), f"{runbook} missing"
         text = runbook.read_text()
@@ -119,3 +126,81 @@ def test_rules_use_only_contract_metric_and_label_names() -> None:
             assert check_contract_names(r["expr"]) == [], r.get("alert") or r.get("record")
     assert check_contract_names("rate(adk_tool_task_orphan_total[5m])") == [
         "adk_tool_task_orphan_total"]
+
+
+# --- the rules as code, and their runbook base URL ------------------------------------
+
+
+def test_the_committed_rules_and_tests_equal_their_generated_form() -> None:
+    """deploy/prometheus/alerts.py writes both (`make rules`); nobody edits them by hand."""
+    assert alerts_src.main(["--check"]) == 0, "run `make rules`"
+    assert alerts_src.ALERT_NAMES == ALERTS
+    generated = load_yaml(RULES)
+    # Round trip: what the YAML says is exactly what the definitions say.
+    source = {s.get("alert") or s["record"]: s for s in (*alerts_src.RECORDING,
+                                                         *alerts_src.ALERTS)}
+    for rule in generated["groups"][0]["rules"]:
+        spec = source[rule.get("alert") or rule["record"]]
+        assert rule["expr"] == spec["expr"]
+        if "alert" in rule:
+            assert rule["annotations"]["description"] == spec["description"]
+            assert rule["annotations"]["summary"] == spec["summary"]
+
+
+def test_no_placeholder_organisation_in_any_runbook_url() -> None:
+    k8s = (DEPLOY / "k8s" / "prometheusrule.yaml").read_text()
+    for text in (RULES.read_text(), RULE_TESTS.read_text(), k8s):
+        assert "github.com/adk-task-telemetry/" not in text
+
+
+def test_the_default_base_is_this_repository_docs_path(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n')
+    assert alerts_src.default_base_url(pyproject) == "docs/runbooks"
+    pyproject.write_text('[project]\nname = "x"\n[project.urls]\n'
+                         'Repository = "https://git.example.org/team/adk-task-telemetry/"\n')
+    assert alerts_src.default_base_url(pyproject) == (
+        "https://git.example.org/team/adk-task-telemetry/blob/main/docs/runbooks")
+    pyproject.write_text('[project]\nname = "x"\n[project.urls]\n'
+                         'Repository = "https://git.example.org/a"\n'
+                         'Runbooks = "https://wiki.example.org/runbooks"\n')
+    assert alerts_src.default_base_url(pyproject) == "https://wiki.example.org/runbooks"
+
+
+def _render_into(tmp: Path, rules_base: str, tests_base: str) -> Path:
+    (tmp / "rules").mkdir()
+    (tmp / "tests").mkdir()
+    (tmp / "rules" / RULES.name).write_text(alerts_src.render_rules(rules_base))
+    tests = tmp / "tests" / RULE_TESTS.name
+    tests.write_text(alerts_src.render_tests(tests_base, RULE_TESTS.read_text()))
+    return tests
+
+
+def test_a_runbook_base_url_flows_into_rules_tests_and_prometheusrule(tmp_path: Path) -> None:
+    promtool = require_tool("promtool")
+    base = "https://runbooks.example.org/adk"
+    tests = _render_into(tmp_path, base, base)
+    res = run([promtool, "test", "rules", str(tests)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    urls = {r["annotations"]["runbook_url"]
+            for r in load_yaml(tmp_path / "rules" / RULES.name)["groups"][0]["rules"]
+            if "alert" in r}
+    assert urls == {f"{base}/{name}.md" for name in ALERTS}
+    k8s = load_module(DEPLOY / "k8s" / "render_prometheusrule.py", "render_prometheusrule_t")
+    k8s.RULES = tmp_path / "rules" / RULES.name
+    assert f"runbook_url: {base}/AdkToolTaskStuck.md" in k8s.render()
+
+
+def test_the_unit_tests_check_the_runbook_url(tmp_path: Path) -> None:
+    """Rules written for one base, tests expecting another: promtool must fail."""
+    tests = _render_into(tmp_path, "https://a.example.org/rb", "https://b.example.org/rb")
+    res = run([require_tool("promtool"), "test", "rules", str(tests)])
+    assert res.returncode != 0
+    assert "runbook_url" in res.stdout + res.stderr
+
+
+def test_make_rules_takes_the_base_from_the_makefile_variable() -> None:
+    make = (REPO / "Makefile").read_text()
+    assert "export RUNBOOK_BASE_URL ?=" in make
+    assert '--runbook-base-url "$(RUNBOOK_BASE_URL)"' in make
+    assert "dashboards: rules" in make  # `make dashboards` regenerates the rules too

@@ -314,6 +314,58 @@ def test_every_usage_error_exits_2_before_running(
     assert "usage:" in captured.err or "error:" in captured.err
 
 
+@pytest.mark.parametrize("endpoint", [
+    "",                                    # empty: would silently run without export
+    "not a url",
+    "http://[::1",                         # unclosed IPv6 literal
+    "http://collector:99999",              # port out of range
+    "http://collector:0",
+    "ftp://collector:4317",
+    "://",
+    "http://",                             # no host
+    "http://collector:4318/v1/traces",     # one signal's URL, not the base URL
+])
+def test_a_bad_otlp_endpoint_exits_2_with_one_line(
+        endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        sys.exit(main(["demo", "-q", "-s", "single_call", "--otlp", endpoint]))
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("adk-task-telemetry: error: --otlp"), lines
+
+
+#: Python reports a module as unimportable when sys.modules holds None for it: this
+#: is how a missing or broken exporter package looks to the CLI, at no other change.
+_BLOCKED = ("import runpy, sys\n"
+            "for name in sys.argv[1].split(','):\n"
+            "    sys.modules[name] = None\n"
+            "sys.argv = ['adk-task-telemetry', *sys.argv[2:]]\n"
+            "runpy.run_module('adk_task_telemetry.cli', run_name='__main__')\n")
+
+
+@pytest.mark.parametrize(("blocked", "protocol", "missing"), [
+    ("opentelemetry.exporter.otlp.proto.grpc", "grpc", "opentelemetry.exporter.otlp.proto.grpc"),
+    ("opentelemetry.exporter.otlp.proto.http", "http/protobuf",
+     "opentelemetry.exporter.otlp.proto.http"),
+    ("grpc", "grpc", "grpc"),
+])
+def test_otlp_on_a_broken_install_exits_2_with_one_line(
+        blocked: str, protocol: str, missing: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _BLOCKED, blocked, "demo", "-q", "-s", "single_call",
+         "--otlp", "http://127.0.0.1:4317", "--otlp-protocol", protocol],
+        capture_output=True, text=True, timeout=120, env=_env(), stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("adk-task-telemetry: error: --otlp")
+    assert "adk-task-telemetry[export]" in lines[0] and missing in lines[0]
+
+
 @pytest.mark.parametrize("command", [None, "demo", "audit", "version"])
 def test_every_command_has_help_with_examples(
         command: str | None, capsys: pytest.CaptureFixture[str]) -> None:

@@ -295,6 +295,39 @@ class _Progress:
 # --- OTLP export ---------------------------------------------------------------
 
 
+_SIGNAL_PATHS = ("/v1/traces", "/v1/metrics", "/v1/logs")
+
+
+def _check_endpoint(value: str) -> str:
+    """A usable --otlp ENDPOINT (``http(s)://host[:port][/prefix]`` or ``host:port``),
+    or a UsageError saying what is wrong with it: a typo must not turn into an
+    export that silently fails for the whole demo."""
+    endpoint = value.strip()
+    if not endpoint:
+        raise UsageError("--otlp: the endpoint is empty (e.g. http://localhost:4317)")
+    if any(ch.isspace() for ch in endpoint):
+        raise UsageError(f"--otlp: {value!r} contains whitespace")
+    try:
+        parts = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+        port = parts.port
+    except ValueError as e:
+        raise UsageError(f"--otlp: {value!r} is not a URL ({e})") from None
+    if "://" in endpoint and parts.scheme not in ("http", "https"):
+        raise UsageError(f"--otlp: {value!r}: the scheme must be http or https")
+    if not parts.hostname:
+        raise UsageError(f"--otlp: {value!r} names no host (e.g. http://localhost:4317)")
+    if port == 0:
+        raise UsageError(f"--otlp: {value!r}: port 0 is not a port")
+    if parts.path.rstrip("/").endswith(_SIGNAL_PATHS):
+        raise UsageError(f"--otlp: {value!r} is one signal's URL; give the collector's "
+                         "base URL (the /v1/... paths are added)")
+    return endpoint
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
+
+
 def _otlp_protocol(endpoint: str, asked: str | None) -> str | None:
     """The protocol for --otlp: as asked, else as OTEL_* says, else gRPC for the
     conventional OTLP/gRPC port 4317 (OTLP's default, HTTP, otherwise)."""
@@ -313,12 +346,12 @@ class _Export:
 
     def __init__(self, endpoint: str, protocol: str | None) -> None:
         try:
-            setup = importlib.import_module("adk_task_telemetry.setup")
-            configure = setup.configure_telemetry
-        except (ImportError, AttributeError) as e:
+            configure = importlib.import_module(__package__ or "adk_task_telemetry"
+                                                ).configure_telemetry
+        except Exception as e:  # a broken install: say so in one line
             raise UsageError(
-                "--otlp needs adk_task_telemetry.setup.configure_telemetry and the "
-                f"'export' extra (pip install 'adk-task-telemetry[export]'): {e}") from e
+                "--otlp needs adk_task_telemetry.configure_telemetry and the 'export' extra "
+                f"(pip install 'adk-task-telemetry[export]'): {_one_line(e)}") from None
         from .plugin import TaskTelemetryPlugin
 
         self.endpoint = endpoint
@@ -326,7 +359,12 @@ class _Export:
             self.handle = configure("adk-task-telemetry-demo", endpoint=endpoint,
                                     protocol=protocol)
         except ValueError as e:  # a malformed endpoint or protocol
-            raise UsageError(f"--otlp: {e}") from e
+            raise UsageError(f"--otlp: {' '.join(str(e).split())}") from None
+        except ImportError as e:  # an exporter package missing or unimportable
+            raise UsageError(f"--otlp: {' '.join(str(e).split())}") from None
+        except Exception as e:  # an exporter that cannot even be built: a broken install
+            raise UsageError(f"--otlp: cannot set up OTLP export to {endpoint} "
+                             f"({_one_line(e)})") from None
         # Export problems (collector down) are worth a line on stderr.
         export_log = logging.getLogger(f"{sc.LOGGER_NAME}.export")
         handler = logging.StreamHandler(sys.stderr)
@@ -382,8 +420,9 @@ def _start(args: argparse.Namespace) -> tuple[list[str], Any, render.Style, _Pro
 def cmd_demo(args: argparse.Namespace) -> int:
     names, out, style, progress = _start(args)
     export = None
-    if args.otlp:
-        export = _Export(args.otlp, _otlp_protocol(args.otlp, args.otlp_protocol))
+    if args.otlp is not None:
+        endpoint = _check_endpoint(args.otlp)
+        export = _Export(endpoint, _otlp_protocol(endpoint, args.otlp_protocol))
     width = _width()
     progress.say(f"{PROG} demo: {len(names)} scenario{'s' if len(names) != 1 else ''} on "
                  f"google-adk {adk_compat.ADK_VERSION_STRING}, in-memory OpenTelemetry SDK"
@@ -564,7 +603,8 @@ _EXIT_CODES = """\
 exit codes:
   0    audit: no tool task was orphaned; demo and version: they ran
   1    audit: at least one tool task was orphaned
-  2    usage error (unknown command, option or scenario; --otlp without export support)
+  2    usage error (unknown command, option or scenario; a bad --otlp endpoint;
+       --otlp where OTLP export cannot be set up: export extra missing or broken)
   3    a scenario could not run, or a task started and was never accounted for
   130  interrupted (Ctrl-C)"""
 

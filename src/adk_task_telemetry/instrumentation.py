@@ -1,0 +1,204 @@
+"""Zero-code instrumentation: TaskTelemetryPlugin on every ADK Runner of the process.
+
+    pip install 'adk-task-telemetry[export,instrument]'
+    OTEL_SERVICE_NAME=support OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 \\
+        opentelemetry-instrument adk api_server agents/
+
+``opentelemetry-instrument`` finds :class:`AdkTaskTelemetryInstrumentor` through the
+``opentelemetry_instrumentor`` entry point (name ``adk_task_telemetry``; disable it with
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=adk_task_telemetry``). From then on every
+``google.adk.runners.Runner`` the process creates gets the plugin as its *first*
+plugin, with no code change (docs/zero-code.md).
+
+The one wrap point is ``Runner.__init__``: after ADK built the runner's
+``PluginManager`` (from ``App.plugins``, the deprecated ``plugins=``, ADK's
+``--extra_plugins`` or an ``AgentTool``'s parent), the instrumentor looks at
+``runner.plugin_manager.plugins``:
+
+- it already holds a ``TaskTelemetryPlugin`` (the app lists one, ``--extra_plugins``
+  added one, or an ``AgentTool`` child inherited its parent's): nothing is added; that
+  plugin is moved to the front if it was not there (it never returns a value, so
+  moving it cannot change what the other plugins do);
+- otherwise the instrumentor's plugin is inserted first.
+
+The instrumentor's plugin is one instance for the whole process, so that its metric
+instruments are created once per meter provider. ``Runner.close()`` is wrapped too:
+a plugin's ``close()`` ends (sweeps) every run it tracks, so the shared plugin is
+closed only when the last runner it was added to closes; the runs of other runners
+go on untouched.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import threading
+import weakref
+from collections.abc import Collection, Coroutine
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
+from wrapt import FunctionWrapper
+
+from .plugin import TaskTelemetryPlugin
+
+logger = logging.getLogger("adk_task_telemetry.instrumentation")
+
+__all__ = ["AdkTaskTelemetryInstrumentor"]
+
+#: What ``opentelemetry-instrument`` checks before loading us (the tested range
+#: is in pyproject.toml's dependencies).
+_INSTRUMENTS = ("google-adk >= 1.39.1",)
+
+_lock = threading.Lock()
+
+#: The runner whose ``close()`` is running now (set by the wrapped Runner.close).
+_closing: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "adk_task_telemetry_closing_runner", default=None)
+
+
+class _SharedPlugin(TaskTelemetryPlugin):
+    """The instrumentor's plugin, shared by every runner it was added to.
+
+    ``close()`` sweeps only when the last of those runners closes (or when it is
+    called outside ``Runner.close()``): closing one runner must not end the runs
+    of the others.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._holders: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def _held_by(self, runner: Any) -> None:
+        self._holders.add(runner)
+
+    async def close(self) -> None:
+        runner = _closing.get()
+        if runner is not None:
+            if runner not in self._holders:
+                return  # inherited (an AgentTool child): its parent still runs
+            self._holders.discard(runner)
+            if len(self._holders):
+                return
+        await super().close()
+
+
+def _plugin_options() -> frozenset[str]:
+    """The keyword options TaskTelemetryPlugin takes (forwarded from instrument())."""
+    params = inspect.signature(TaskTelemetryPlugin.__init__).parameters.values()
+    return frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Registers ``TaskTelemetryPlugin`` first on every ADK ``Runner`` the process creates.
+
+    ``instrument(tracer_provider=..., meter_provider=..., **plugin_options)``: the
+    providers default to the global ones (what ``opentelemetry-instrument``'s
+    configurator installed from OTEL_* variables); any other keyword that
+    ``TaskTelemetryPlugin`` accepts (``cancel_orphans``, ``capture_arguments``, ...)
+    is passed on to it. ``uninstrument()`` restores ``Runner.__init__`` and
+    ``Runner.close``; runners created meanwhile keep their plugin.
+    """
+
+    _plugin: _SharedPlugin | None = None
+    _plugin_key: tuple[Any, ...] | None = None
+    _options: dict[str, Any] = {}
+    _wrapped: dict[str, tuple[Any, Any]] = {}
+    _enabled = False
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _INSTRUMENTS
+
+    @property
+    def plugin(self) -> TaskTelemetryPlugin | None:
+        """The plugin this instrumentor adds to runners (None until a runner needed it)."""
+        return self._plugin
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from google.adk.runners import Runner
+
+        allowed = _plugin_options()
+        options = {k: v for k, v in kwargs.items() if k in allowed}
+        key = tuple(sorted((k, id(v)) for k, v in options.items()))
+        # Re-instrumenting with the same settings keeps the plugin: a second one on
+        # the same meter provider would register its instruments twice.
+        if self._plugin_key != key:
+            self._plugin = None
+            self._plugin_key = key
+        self._options = options
+        self._enabled = True
+        self._wrapped = {}
+        for name, wrapper in (("__init__", self._after_init), ("close", self._around_close)):
+            original = vars(Runner)[name]
+            replacement = FunctionWrapper(original, wrapper)
+            setattr(Runner, name, replacement)
+            self._wrapped[name] = (original, replacement)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from google.adk.runners import Runner
+
+        self._enabled = False  # a wrapper someone else wrapped over stays inert
+        for name, (original, replacement) in self._wrapped.items():
+            if vars(Runner).get(name) is replacement:
+                setattr(Runner, name, original)
+        self._wrapped = {}
+
+    # --- wrappers -------------------------------------------------------------
+
+    def _after_init(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> None:
+        wrapped(*args, **kwargs)
+        if self._enabled:
+            try:
+                self._register(instance)
+            except Exception:  # never break the application's Runner
+                logger.warning("adk_task_telemetry: could not register TaskTelemetryPlugin "
+                               "on %r", instance, exc_info=True)
+
+    def _around_close(self, wrapped: Any, instance: Any, args: Any,
+                      kwargs: Any) -> Coroutine[Any, Any, Any]:
+        async def close() -> Any:
+            token = _closing.set(instance)
+            try:
+                return await wrapped(*args, **kwargs)
+            finally:
+                _closing.reset(token)
+
+        return close()
+
+    def _shared_plugin(self) -> _SharedPlugin:
+        """Created when a runner first needs it, not in instrument(): an app that lists
+        its own TaskTelemetryPlugin then stays the only instance (the first one on a
+        meter provider is the one whose observable instruments report)."""
+        with _lock:
+            if self._plugin is None:
+                self._plugin = _SharedPlugin(**self._options)
+            return self._plugin
+
+    def _register(self, runner: Any) -> None:
+        plugins = getattr(getattr(runner, "plugin_manager", None), "plugins", None)
+        if not isinstance(plugins, list):
+            logger.warning("adk_task_telemetry: this Runner has no plugin_manager.plugins "
+                           "list; TaskTelemetryPlugin not registered")
+            return
+        present = [p for p in plugins if isinstance(p, TaskTelemetryPlugin)]
+        if present:
+            first = present[0]
+            if plugins[0] is not first:
+                plugins.remove(first)
+                plugins.insert(0, first)
+            if len(present) > 1:
+                logger.warning(
+                    "adk_task_telemetry: %d TaskTelemetryPlugin instances on one Runner "
+                    "(%s): every tool task is reported %d times", len(present),
+                    ", ".join(repr(p.name) for p in present), len(present))
+            return
+        plugin = self._shared_plugin()
+        if any(getattr(p, "name", None) == plugin.name for p in plugins):
+            logger.warning("adk_task_telemetry: a plugin named %r that is not a "
+                           "TaskTelemetryPlugin is registered; not adding ours", plugin.name)
+            return
+        plugins.insert(0, plugin)
+        plugin._held_by(runner)
