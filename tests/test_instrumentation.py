@@ -109,7 +109,7 @@ def _script(mode: str, rx: GrpcReceiver, **env: str) -> dict[str, Any]:
 def test_opentelemetry_instrument_adds_the_plugin_and_spans_reach_the_collector(
         grpc_rx: GrpcReceiver) -> None:
     out = _script("plain", grpc_rx)
-    assert out["plugins"] == ["_SharedPlugin"], out  # ours, and only ours, first
+    assert out["plugins"] == ["TaskTelemetryPlugin"], out  # ours, and only ours, first
     assert grpc_rx.received.wait_for(lambda: len(_tool_spans(grpc_rx)) >= 3)
     by_call = _by_call(_tool_spans(grpc_rx))
     assert sorted(by_call) == sorted(CALL_IDS)
@@ -306,7 +306,7 @@ def _runner(plugins: list[BasePlugin], name: str = "zc") -> Runner:
 
 
 def test_uninstrument_restores_exactly_what_was_wrapped(telemetry: Telemetry) -> None:
-    before = {name: vars(Runner)[name] for name in ("__init__", "close")}
+    before = {name: vars(Runner)[name] for name in ("__init__",)}
     inst = AdkTaskTelemetryInstrumentor()
     inst.instrument(tracer_provider=telemetry.tracer_provider,
                     meter_provider=telemetry.meter_provider)

@@ -21,21 +21,17 @@ The one wrap point is ``Runner.__init__``: after ADK built the runner's
   moving it cannot change what the other plugins do);
 - otherwise the instrumentor's plugin is inserted first.
 
-The instrumentor's plugin is one instance for the whole process, so that its metric
-instruments are created once per meter provider. ``Runner.close()`` is wrapped too:
-a plugin's ``close()`` ends (sweeps) every run it tracks, so the shared plugin is
-closed only when the last runner it was added to closes; the runs of other runners
-go on untouched.
+The instrumentor's plugin is one instance for the whole process, shared by every
+runner it was added to: closing one runner ends only the runs that are no longer
+running, so the runs of the other runners go on untouched.
 """
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import logging
 import threading
-import weakref
-from collections.abc import Collection, Coroutine
+from collections.abc import Collection
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
@@ -55,36 +51,6 @@ _INSTRUMENTS = ("google-adk >= 1.39.1",)
 
 _lock = threading.Lock()
 
-#: The runner whose ``close()`` is running now (set by the wrapped Runner.close).
-_closing: contextvars.ContextVar[Any] = contextvars.ContextVar(
-    "adk_task_telemetry_closing_runner", default=None)
-
-
-class _SharedPlugin(TaskTelemetryPlugin):
-    """The instrumentor's plugin, shared by every runner it was added to.
-
-    ``close()`` sweeps only when the last of those runners closes (or when it is
-    called outside ``Runner.close()``): closing one runner must not end the runs
-    of the others.
-    """
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self._holders: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def _held_by(self, runner: Any) -> None:
-        self._holders.add(runner)
-
-    async def close(self) -> None:
-        runner = _closing.get()
-        if runner is not None:
-            if runner not in self._holders:
-                return  # inherited (an AgentTool child): its parent still runs
-            self._holders.discard(runner)
-            if len(self._holders):
-                return
-        await super().close()
-
 
 def _plugin_options() -> frozenset[str]:
     """The keyword options TaskTelemetryPlugin takes (forwarded from instrument())."""
@@ -99,11 +65,11 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     providers default to the global ones (what ``opentelemetry-instrument``'s
     configurator installed from OTEL_* variables); any other keyword that
     ``TaskTelemetryPlugin`` accepts (``cancel_orphans``, ``capture_arguments``, ...)
-    is passed on to it. ``uninstrument()`` restores ``Runner.__init__`` and
-    ``Runner.close``; runners created meanwhile keep their plugin.
+    is passed on to it. ``uninstrument()`` restores ``Runner.__init__``; runners
+    created meanwhile keep their plugin.
     """
 
-    _plugin: _SharedPlugin | None = None
+    _plugin: TaskTelemetryPlugin | None = None
     _plugin_key: tuple[Any, ...] | None = None
     _options: dict[str, Any] = {}
     _wrapped: dict[str, tuple[Any, Any]] = {}
@@ -131,11 +97,10 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._options = options
         self._enabled = True
         self._wrapped = {}
-        for name, wrapper in (("__init__", self._after_init), ("close", self._around_close)):
-            original = vars(Runner)[name]
-            replacement = FunctionWrapper(original, wrapper)
-            setattr(Runner, name, replacement)
-            self._wrapped[name] = (original, replacement)
+        original = vars(Runner)["__init__"]
+        replacement = FunctionWrapper(original, self._after_init)
+        Runner.__init__ = replacement  # type: ignore[method-assign]
+        self._wrapped["__init__"] = (original, replacement)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from google.adk.runners import Runner
@@ -157,24 +122,13 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 logger.warning("adk_task_telemetry: could not register TaskTelemetryPlugin "
                                "on %r", instance, exc_info=True)
 
-    def _around_close(self, wrapped: Any, instance: Any, args: Any,
-                      kwargs: Any) -> Coroutine[Any, Any, Any]:
-        async def close() -> Any:
-            token = _closing.set(instance)
-            try:
-                return await wrapped(*args, **kwargs)
-            finally:
-                _closing.reset(token)
-
-        return close()
-
-    def _shared_plugin(self) -> _SharedPlugin:
+    def _shared_plugin(self) -> TaskTelemetryPlugin:
         """Created when a runner first needs it, not in instrument(): an app that lists
         its own TaskTelemetryPlugin then stays the only instance (the first one on a
         meter provider is the one whose observable instruments report)."""
         with _lock:
             if self._plugin is None:
-                self._plugin = _SharedPlugin(**self._options)
+                self._plugin = TaskTelemetryPlugin(**self._options)
             return self._plugin
 
     def _register(self, runner: Any) -> None:
@@ -201,4 +155,3 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                            "TaskTelemetryPlugin is registered; not adding ours", plugin.name)
             return
         plugins.insert(0, plugin)
-        plugin._held_by(runner)
