@@ -47,7 +47,7 @@ __all__ = ["AdkTaskTelemetryInstrumentor"]
 
 #: What ``opentelemetry-instrument`` checks before loading us (the tested range
 #: is in pyproject.toml's dependencies).
-_INSTRUMENTS = ("google-adk >= 1.39.1",)
+_INSTRUMENTS = ("google-adk >= 1.14",)
 
 _lock = threading.Lock()
 
