@@ -107,3 +107,15 @@ dashboards: rules $(VENVS)/adk-$(ADK_NEWEST)/.installed
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache
+
+# --- fuzz: the randomized lifecycle test with more scenarios (docs/testing.md) ---
+# `make test` runs 200 scenarios per ADK version; `make fuzz SEED=123 N=2000` runs N from SEED.
+SEED ?= 0
+N ?= 2000
+.PHONY: fuzz
+fuzz: venvs
+	@set -e; for v in $(ADK_VERSIONS); do \
+	  echo "== google-adk $$v: $(N) scenarios from seed $(SEED)"; \
+	  ADK_FUZZ_SEED=$(SEED) ADK_FUZZ_N=$(N) $(VENVS)/adk-$$v/bin/python -m pytest -q \
+	    -p no:cacheprovider tests/test_lifecycle_random.py -k test_random_lifecycle $(PYTEST_ARGS); \
+	done

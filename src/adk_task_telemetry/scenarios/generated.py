@@ -1,0 +1,751 @@
+"""Seeded, randomly generated lifecycle scenarios on the real ADK Runner.
+
+``generate(seed)`` draws a :class:`Spec` (model turns of tool calls, a caller, a
+one-line ``describe()``); ``run_spec(spec, plugins)`` runs it through the real
+``Runner`` with the scripted model and returns the :class:`Outcome`: the events
+the caller saw and the tools' own ground truth. Every tool body records the
+asyncio task running it, how the body ended and when that task finished (a
+done-callback the tool adds itself), so an orphan can be judged without asking
+the plugin.
+
+When a run ends, observed from outside ADK and the plugin:
+
+* ``end_begin_ns``: the moment the caller stopped consuming or acted to end the
+  run (broke out, its timeout's deadline, cancelled its consumer, closed the
+  queue or the generator), or the run's generator finished by itself.
+* ``end_ns``: once ADK's own teardown is over as well: every asyncio task that
+  appeared during the run and is not a tool body (ADK's run, pump, dispatch and
+  finaliser tasks) has finished, the generator is closed (or collected), and
+  the loop has turned a few times. Bounded (``TEARDOWN_LIMIT``): a teardown that
+  does not finish is recorded as ``teardown_finished=False``.
+
+The *real orphans* are the tool tasks still pending at ``end_ns``. A task that
+finished before ``end_begin_ns`` ended inside its run. One that finished in
+between ended during the run's end: whether it counts as orphaned depends on
+when the run-end sweep looked, which only timestamps can settle (see the
+oracle in the tests). After the snapshot, ``cleanup()`` cancels every body
+still running and waits, so each task's real end is known.
+
+Only what the installed ADK supports is generated: live non-blocking tools
+where ``google.genai.types`` has ``Behavior``, the abort signal where
+``Runner.run_async`` accepts one (detected by feature, never by version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.agents.live_request_queue import LiveRequestQueue
+from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
+from google.adk.apps import App
+from google.adk.models.base_llm_connection import BaseLlmConnection
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools.agent_tool import AgentTool
+from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from .. import adk_compat as compat
+from .model import ScriptedLiveConnection, ScriptedLlm, call, text
+
+APP_NAME = "generated"
+USER_ID = "user"
+
+# Durations, kept small: about 200 scenarios per ADK version, each run twice
+# (with and without the plugin), must take a minute or two on a shared machine.
+FAST = 0.002
+SLOW = 0.03
+#: Added per position in a turn: parallel calls never finish in the same instant,
+#: so which one ends first (a failure before a sibling's answer) is the same in
+#: every run.
+STAGGER = 0.003
+HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
+STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
+STREAM_TICK = 0.01
+SPAWNED = 0.2
+RUN_TIMEOUT = 0.25
+EVENT_TIMEOUT = 0.15
+LIVE_DEADLINE = 1.0
+AFTER_CLOSE = 0.3
+TEARDOWN_LIMIT = 3.0
+
+#: Tools of run_async scenarios; "hang" and blocking "stubborn" need a caller that ends it.
+ASYNC_TOOLS = ("sync", "fast", "slow", "fail", "flaky", "stubborn", "hang", "ticket",
+               "spawn", "agent_tool")
+#: Tools of run_live scenarios (non_blocking where the ADK has it).
+LIVE_TOOLS = ("sync", "fast", "stream", "stubborn_stream", "non_blocking")
+#: Callers: how the caller consumes and ends the run.
+ASYNC_CALLERS = ("consume", "break", "break_aclosing", "timeout_run", "timeout_event",
+                 "cancel", "abort")
+LIVE_CALLERS = ("leave", "aclose_k", "close_queue_k", "cancel_k", "timeout_event")
+#: Callers that end a run while a tool still blocks.
+_ENDS_BLOCKED = frozenset({"timeout_run", "timeout_event", "cancel", "abort"})
+
+
+def has_live_non_blocking() -> bool:
+    """Live non-blocking tools: ``google.genai.types.Behavior`` exists."""
+    return hasattr(types, "Behavior") and hasattr(types, "FunctionResponseScheduling")
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    tool: str
+    #: None: the model gives no id (ADK fills in ``adk-<uuid>``).
+    call_id: str | None
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One generated scenario."""
+
+    seed: int
+    mode: str  # "async" or "live"
+    turns: tuple[tuple[CallSpec, ...], ...]
+    caller: str
+    k: int  # events the caller reads before it acts (callers that use it)
+
+    @property
+    def blocking(self) -> bool:
+        """Tools wait until the run is ended for them (HANG, or stubborn past it)."""
+        return self.mode == "async" and self.caller in _ENDS_BLOCKED
+
+    def describe(self) -> str:
+        turns = " | ".join(",".join(f"{c.tool}#{c.call_id or '-'}" for c in t)
+                           for t in self.turns)
+        return f"seed={self.seed} {self.mode} caller={self.caller} k={self.k} [{turns}]"
+
+
+def generate(seed: int) -> Spec:
+    """A scenario drawn from ``seed``: the same seed, the same scenario."""
+    rng = random.Random(seed)
+    mode = "live" if rng.random() < 0.35 else "async"
+    if mode == "async":
+        callers = [c for c in ASYNC_CALLERS
+                   if c != "abort" or compat.runner_accepts_abort_signal()]
+        caller = rng.choice(callers)
+        tools = [t for t in ASYNC_TOOLS if t != "hang" or caller in _ENDS_BLOCKED]
+    else:
+        caller = rng.choice(LIVE_CALLERS)
+        tools = [t for t in LIVE_TOOLS if t != "non_blocking" or has_live_non_blocking()]
+    n = 0
+    turns: list[tuple[CallSpec, ...]] = []
+    for _ in range(rng.randint(1, 3)):
+        calls: list[CallSpec] = []
+        agent_tool_used = False
+        for _ in range(rng.randint(1, 5)):
+            tool = rng.choice(tools)
+            if mode == "live" and rng.random() < 0.3:
+                tool = "stream"  # several calls to one streaming tool (issue 7058)
+            if tool == "agent_tool":
+                if agent_tool_used:  # one nested run per turn: its model is scripted
+                    tool = "fast"
+                agent_tool_used = True
+            r = rng.random()
+            if r < 0.1:
+                call_id: str | None = None
+            elif r < 0.2 and calls and calls[-1].call_id is not None:
+                call_id = calls[-1].call_id  # a duplicate id
+            else:
+                n += 1
+                call_id = f"c{n}"
+            calls.append(CallSpec(tool, call_id))
+        turns.append(tuple(calls))
+    # Events the run yields at most: per turn a call event and a response event
+    # (and run_async's final text), so the caller's k is always reachable.
+    most = 2 * len(turns) + (1 if mode == "async" else 0)
+    return Spec(seed, mode, tuple(turns), caller, rng.randint(1, most))
+
+
+# --- ground truth ------------------------------------------------------------------
+
+
+@dataclass
+class TaskTruth:
+    """One tool body, as the tool itself saw it."""
+
+    call_id: str
+    tool: str
+    task: asyncio.Task[Any]
+    started_ns: int
+    ended_ns: int | None = None  # the task's done-callback (so after it really ended)
+    body: str = "running"  # how the body ended: ok, error, cancelled
+    recovered: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """How the task ended, in the contract's words."""
+        if self.task.cancelled() or self.body == "cancelled":
+            return "cancelled"
+        if self.body == "error":
+            return "recovered" if self.recovered else "error"
+        if not self.task.cancelled() and self.task.exception() is not None:
+            return "error"
+        return "ok"
+
+
+class Truth:
+    """What the tools did: filled in by their bodies, never by the plugin."""
+
+    def __init__(self) -> None:
+        self.tasks: list[TaskTruth] = []
+        self.spawned: list[asyncio.Task[Any]] = []
+        self.blocked = asyncio.Event()  # a body that waits for the run's end began
+        self.stopping = False
+
+    def enter(self, tool_context: ToolContext, tool: str) -> TaskTruth:
+        task = asyncio.current_task()
+        assert task is not None
+        record = TaskTruth(str(tool_context.function_call_id or ""), tool, task, time.time_ns())
+        self.tasks.append(record)
+
+        def done(_task: asyncio.Task[Any]) -> None:
+            record.ended_ns = time.time_ns()
+        task.add_done_callback(done)
+        return record
+
+    @contextlib.contextmanager
+    def body(self, tool_context: ToolContext, tool: str) -> Any:
+        record = self.enter(tool_context, tool)
+        try:
+            yield record
+        except asyncio.CancelledError:
+            record.body = "cancelled"
+            raise
+        except Exception:
+            record.body = "error"
+            raise
+        except BaseException:  # GeneratorExit of a streaming tool that is closed
+            record.body = "cancelled"
+            raise
+        record.body = "ok"
+
+    def mark_recovered(self, call_id: str) -> None:
+        for record in self.tasks:
+            if record.call_id == call_id and record.body == "error":
+                record.recovered = True
+
+    def pending(self) -> list[TaskTruth]:
+        return [t for t in self.tasks if not t.task.done()]
+
+    def own_tasks(self) -> set[asyncio.Task[Any]]:
+        return {t.task for t in self.tasks} | set(self.spawned)
+
+    async def cleanup(self) -> None:
+        """Cancels every body still running (orphans included) and waits."""
+        self.stopping = True
+        left = [t for t in self.own_tasks() if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            await asyncio.wait(left, timeout=5.0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+
+@dataclass
+class Outcome:
+    """What running a spec produced."""
+
+    spec: Spec
+    truth: Truth
+    events: list[Any] = field(default_factory=list)
+    error: BaseException | None = None
+    end_begin_ns: int = 0
+    end_ns: int = 0
+    teardown_finished: bool = True
+    #: Call ids pending at ``end_ns`` (one entry per task: duplicates repeat).
+    real_orphans: list[TaskTruth] = field(default_factory=list)
+
+    def normalized_events(self) -> list[tuple[Any, ...]]:
+        """Authors, calls and responses by name and id, texts: comparable across runs."""
+        return normalize(self.events)
+
+
+def _norm_id(call_id: str | None) -> str:
+    if call_id and call_id.startswith("adk-"):
+        return "adk-*"
+    return call_id or ""
+
+
+def normalize(events: Sequence[Any]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for event in events:
+        if getattr(event, "partial", False) or not event.content or not event.content.parts:
+            continue
+        parts: list[tuple[Any, ...]] = []
+        for p in event.content.parts:
+            if p.function_call is not None:
+                parts.append(("call", p.function_call.name, _norm_id(p.function_call.id)))
+            elif p.function_response is not None:
+                resp = json.dumps(p.function_response.response, sort_keys=True, default=str)
+                parts.append(("response", p.function_response.name,
+                              _norm_id(p.function_response.id), resp))
+            elif p.text:
+                parts.append(("text", p.text))
+        if parts:
+            out.append((event.author, tuple(parts)))
+    return out
+
+
+# --- tools -----------------------------------------------------------------------
+
+
+class _Recover(BasePlugin):
+    """An application's error policy: turns a ConnectionError into a result."""
+
+    def __init__(self, truth: Truth) -> None:
+        super().__init__(name="recover_connection_errors")
+        self._truth = truth
+
+    async def on_tool_error_callback(self, *, tool: Any, tool_args: Any, tool_context: Any,
+                                     error: Exception) -> dict[str, str] | None:
+        if isinstance(error, ConnectionError):
+            self._truth.mark_recovered(str(tool_context.function_call_id or ""))
+            return {"error": "temporarily unavailable"}
+        return None
+
+
+class _TruthAgentTool(AgentTool):
+    """An AgentTool whose call records its own task, as every tool here does."""
+
+    _truth: Truth
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        with self._truth.body(tool_context, "agent_tool"):
+            return await super().run_async(args=args, tool_context=tool_context)
+
+
+def _tools(truth: Truth, spec: Spec) -> list[Any]:
+    blocking = spec.blocking
+    stubborn_wait = HANG if blocking else SLOW
+
+    def sync(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """A sync tool."""
+        with truth.body(tool_context, "sync"):
+            return {"sync": "ok"}
+
+    async def fast(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """A fast async tool."""
+        with truth.body(tool_context, "fast"):
+            await asyncio.sleep(FAST + delay)
+            return {"fast": "ok"}
+
+    async def slow(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """A slower async tool."""
+        with truth.body(tool_context, "slow"):
+            await asyncio.sleep(SLOW + delay)
+            return {"slow": "ok"}
+
+    async def hang(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Waits until cancelled."""
+        with truth.body(tool_context, "hang"):
+            truth.blocked.set()
+            await asyncio.sleep(HANG)
+            return {"hang": "ok"}
+
+    async def fail(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Raises."""
+        with truth.body(tool_context, "fail"):
+            await asyncio.sleep(FAST + delay)
+            raise ValueError("the tool failed")
+
+    async def flaky(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Raises an error that a callback answers for."""
+        with truth.body(tool_context, "flaky"):
+            await asyncio.sleep(FAST + delay)
+            raise ConnectionError("upstream refused the connection")
+
+    async def stubborn(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Cleans up for a while when cancelled, then stops."""
+        with truth.body(tool_context, "stubborn"):
+            if blocking:
+                truth.blocked.set()
+            try:
+                await asyncio.sleep(stubborn_wait + delay)
+            except asyncio.CancelledError:
+                await asyncio.sleep(STUBBORN_CLEANUP)
+                raise
+            return {"stubborn": "ok"}
+
+    def ticket(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Opens a ticket a human resolves later (long-running)."""
+        with truth.body(tool_context, "ticket"):
+            return {"status": "pending"}
+
+    async def spawn(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Starts fire-and-forget work and returns."""
+        with truth.body(tool_context, "spawn"):
+            truth.spawned.append(asyncio.ensure_future(asyncio.sleep(SPAWNED)))
+            return {"spawned": "ok"}
+
+    async def stream(delay: float, tool_context: ToolContext) -> AsyncGenerator[str, None]:
+        """Streams ticks until stopped (a live streaming tool)."""
+        with truth.body(tool_context, "stream"):
+            while True:
+                await asyncio.sleep(STREAM_TICK)
+                yield "tick"
+
+    async def stubborn_stream(delay: float,
+                              tool_context: ToolContext) -> AsyncGenerator[str, None]:
+        """Streams ticks; cleans up for a while when cancelled."""
+        with truth.body(tool_context, "stubborn_stream"):
+            while True:
+                try:
+                    await asyncio.sleep(STREAM_TICK)
+                except asyncio.CancelledError:
+                    await asyncio.sleep(STUBBORN_CLEANUP)
+                    raise
+                yield "tick"
+
+    async def non_blocking(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Works in the background (a live non-blocking tool)."""
+        with truth.body(tool_context, "non_blocking"):
+            await asyncio.sleep(SLOW + delay)
+            return {"background": "done"}
+
+    plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream)
+    used = {c.tool for t in spec.turns for c in t}
+    out: list[Any] = [f for f in plain if f.__name__ in used]
+    if "ticket" in used:
+        out.append(LongRunningFunctionTool(ticket))
+    if "non_blocking" in used:
+        tool = FunctionTool(non_blocking)
+        tool.behavior = types.Behavior.NON_BLOCKING  # type: ignore[attr-defined]
+        tool.response_scheduling = types.FunctionResponseScheduling.WHEN_IDLE  # type: ignore[attr-defined]
+        out.append(tool)
+    if "agent_tool" in used:
+        sub_model = ScriptedLlm(turns=[[call("fast", "sub-call", delay=0.0)], [text("found")]],
+                                repeat=True)
+        sub = LlmAgent(name="agent_tool", description="Looks things up.", model=sub_model,
+                       instruction="scripted", tools=[fast])
+        agent_tool = _TruthAgentTool(agent=sub)
+        agent_tool._truth = truth
+        out.append(agent_tool)
+    return out
+
+
+class _ClosingConnection(ScriptedLiveConnection):
+    """A scripted live connection whose receive() ends once it is closed, as a real
+    one does (ADK closes it when the caller closes the live request queue)."""
+
+    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content]
+                 ) -> None:
+        super().__init__(queue, received)
+        self._wake = asyncio.Event()
+
+    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        while not self._closed:
+            get = asyncio.ensure_future(self._queue.get())
+            wake = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait([get, wake], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                wake.cancel()
+                if not get.done():
+                    get.cancel()
+            if get.done() and not get.cancelled():
+                yield get.result()
+
+    async def close(self) -> None:
+        await super().close()
+        self._wake.set()
+
+
+class _LiveLlm(ScriptedLlm):
+    """ScriptedLlm for run_live, with a connection that ends when closed."""
+
+    @contextlib.asynccontextmanager
+    async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
+        conn = _ClosingConnection(self._queue(), self._received)
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+
+def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
+    def args(i: int, c: CallSpec) -> dict[str, Any]:
+        return {"request": "look it up"} if c.tool == "agent_tool" else {"delay": i * STAGGER}
+    return [types.Part(function_call=types.FunctionCall(name=c.tool, args=args(i, c),
+                                                        id=c.call_id))
+            for i, c in enumerate(calls)]
+
+
+# --- running -----------------------------------------------------------------------
+
+
+class _Run:
+    def __init__(self, spec: Spec, plugins: Sequence[BasePlugin]) -> None:
+        self.spec = spec
+        self.truth = Truth()
+        self.out = Outcome(spec, self.truth)
+        tools = _tools(self.truth, spec)
+        if spec.mode == "async":
+            self.model = ScriptedLlm(turns=[*(_parts(t) for t in spec.turns), [text("done")]])
+        else:
+            self.model = _LiveLlm()
+        agent = LlmAgent(name="agent", model=self.model, instruction="scripted", tools=tools)
+        app = App(name=APP_NAME, root_agent=agent,
+                  plugins=[*plugins, _Recover(self.truth)])
+        self.runner = Runner(app=app, session_service=InMemorySessionService())
+        self.before: set[asyncio.Task[Any]] = set()
+
+    def _mark_end(self) -> None:
+        if not self.out.end_begin_ns:
+            self.out.end_begin_ns = time.time_ns()
+
+    def _got(self, event: Any) -> None:
+        self.out.events.append(event)
+
+    async def run(self) -> Outcome:
+        session = await self.runner.session_service.create_session(
+            app_name=APP_NAME, user_id=USER_ID)
+        self.before = set(asyncio.all_tasks())
+        try:
+            if self.spec.mode == "async":
+                await self._run_async(str(session.id))
+            else:
+                await self._run_live(str(session.id))
+        except Exception as e:  # the run's own error, as the caller sees it
+            self.out.error = e
+        self._mark_end()
+        await self._teardown()
+        self.out.end_ns = time.time_ns()
+        self.out.real_orphans = self.truth.pending()
+        return self.out
+
+    async def _teardown(self) -> None:
+        """Waits until every task of ADK's that appeared during the run has ended."""
+        gc.collect()  # an abandoned generator: let asyncio schedule its aclose()
+        deadline = time.monotonic() + TEARDOWN_LIMIT
+        me = asyncio.current_task()
+        while True:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            own = self.truth.own_tasks()
+            left = [t for t in asyncio.all_tasks()
+                    if t not in self.before and t is not me and t not in own and not t.done()]
+            remaining = deadline - time.monotonic()
+            if not left:
+                return
+            if remaining <= 0:
+                self.out.teardown_finished = False
+                return
+            await asyncio.wait(left, timeout=remaining)
+
+    async def close(self) -> None:
+        await self.truth.cleanup()
+        with contextlib.suppress(Exception):
+            await self.runner.close()
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    # --- run_async callers -------------------------------------------------------
+
+    async def _run_async(self, sid: str) -> None:
+        spec = self.spec
+        kwargs: dict[str, Any] = {}
+        abort: asyncio.Event | None = None
+        if spec.caller == "abort":
+            abort = asyncio.Event()
+            kwargs["abort_signal"] = abort
+        content = types.Content(role="user", parts=[types.Part(text="go")])
+        agen = self.runner.run_async(user_id=USER_ID, session_id=sid, new_message=content,
+                                     **kwargs)
+
+        async def consume_all() -> None:
+            async for event in agen:
+                self._got(event)
+
+        caller = spec.caller
+        if caller == "consume":
+            async with contextlib.aclosing(agen):
+                await consume_all()
+        elif caller in ("break", "break_aclosing"):
+            async def read_k() -> None:
+                async for event in agen:
+                    self._got(event)
+                    if len(self.out.events) >= spec.k:
+                        self._mark_end()
+                        break
+            if caller == "break_aclosing":
+                async with contextlib.aclosing(agen):
+                    await read_k()
+            else:
+                await read_k()
+                del agen  # abandoned: finalised by the garbage collector
+        elif caller == "timeout_run":
+            start = time.time_ns()
+            try:
+                await asyncio.wait_for(consume_all(), RUN_TIMEOUT)
+            except asyncio.TimeoutError:
+                self.out.end_begin_ns = start + int(RUN_TIMEOUT * 1e9)
+            await agen.aclose()
+        elif caller == "timeout_event":
+            try:
+                while True:
+                    start = time.time_ns()
+                    self._got(await asyncio.wait_for(agen.__anext__(), EVENT_TIMEOUT))
+            except asyncio.TimeoutError:
+                self.out.end_begin_ns = start + int(EVENT_TIMEOUT * 1e9)
+            except StopAsyncIteration:
+                pass
+            await agen.aclose()
+        elif caller == "cancel":
+            # The consumer keeps only its first k events, then reads on without
+            # keeping any: where it is cancelled varies, what it kept does not.
+            reached = asyncio.Event()
+
+            async def consume_then_wait() -> None:
+                async for event in agen:
+                    if len(self.out.events) < spec.k:
+                        self._got(event)
+                    if len(self.out.events) >= spec.k:
+                        reached.set()
+            consumer = asyncio.ensure_future(consume_then_wait())
+            await self._until(consumer, reached)
+            if not consumer.done():
+                self._mark_end()
+                consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+            await agen.aclose()
+        elif caller == "abort":
+            # The consumer pauses after k events until the abort is signalled
+            # (or is inside the step that blocks when it is), then reads to the end.
+            reached, go_on = asyncio.Event(), asyncio.Event()
+
+            async def consume_with_gate() -> None:
+                async for event in agen:
+                    self._got(event)
+                    if len(self.out.events) == spec.k:
+                        reached.set()
+                        await go_on.wait()
+            consumer = asyncio.ensure_future(consume_with_gate())
+            await self._until(consumer, reached)
+            self._mark_end()
+            assert abort is not None
+            abort.set()
+            go_on.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(consumer), LIVE_DEADLINE)
+            await asyncio.gather(consumer, return_exceptions=True)
+            await agen.aclose()
+        else:  # pragma: no cover
+            raise ValueError(caller)
+
+    async def _until(self, consumer: asyncio.Future[Any], reached: asyncio.Event) -> None:
+        """Until the consumer kept its k events, a tool blocks, or the consumer ended."""
+        waits = [asyncio.ensure_future(reached.wait()),
+                 asyncio.ensure_future(self.truth.blocked.wait())]
+        try:
+            await asyncio.wait([consumer, *waits], timeout=LIVE_DEADLINE,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    # --- run_live callers --------------------------------------------------------
+
+    async def _run_live(self, sid: str) -> None:
+        spec = self.spec
+        queue = LiveRequestQueue()
+        config = RunConfig(streaming_mode=StreamingMode.BIDI,
+                           response_modalities=[types.Modality.TEXT])
+        agen = self.runner.run_live(user_id=USER_ID, session_id=sid,
+                                    live_request_queue=queue, run_config=config)
+        for turn in spec.turns:
+            self.model.say_live(*_parts(turn))
+        want = sum(len(t) for t in spec.turns)
+
+        def answered() -> bool:
+            seen = [p for e in self.out.events if e.content and e.content.parts
+                    for p in e.content.parts if p.function_response is not None]
+            return len(seen) >= want
+
+        async def consume(stop: Callable[[], bool]) -> None:
+            async for event in agen:
+                self._got(event)
+                if stop():
+                    return
+
+        caller = spec.caller
+        try:
+            if caller in ("leave", "aclose_k"):
+                stop = answered if caller == "leave" else (
+                    lambda: len(self.out.events) >= spec.k)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(consume(stop), LIVE_DEADLINE)
+                self._mark_end()
+            elif caller == "close_queue_k":
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        consume(lambda: len(self.out.events) >= spec.k), LIVE_DEADLINE)
+                self._mark_end()
+                queue.close()
+                # Read on until the run ends; what arrives after the close races
+                # with it, so it is not kept.
+                async def drain() -> None:
+                    async for _ in agen:
+                        pass
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(drain(), AFTER_CLOSE)
+            elif caller == "cancel_k":
+                reached = asyncio.Event()
+
+                async def consume_then_wait() -> None:
+                    async for event in agen:
+                        if len(self.out.events) < spec.k:
+                            self._got(event)
+                        if len(self.out.events) >= spec.k:
+                            reached.set()
+                consumer = asyncio.ensure_future(consume_then_wait())
+                await self._until(consumer, reached)
+                self._mark_end()
+                consumer.cancel()
+                await asyncio.gather(consumer, return_exceptions=True)
+            elif caller == "timeout_event":
+                try:
+                    while True:
+                        start = time.time_ns()
+                        self._got(await asyncio.wait_for(agen.__anext__(), EVENT_TIMEOUT))
+                except asyncio.TimeoutError:
+                    self.out.end_begin_ns = start + int(EVENT_TIMEOUT * 1e9)
+                except StopAsyncIteration:
+                    pass
+            else:  # pragma: no cover
+                raise ValueError(caller)
+        finally:
+            self._mark_end()
+            with contextlib.suppress(RuntimeError):
+                await agen.aclose()
+            queue.close()
+
+
+async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, _Run]:
+    """Runs ``spec`` with ``plugins`` (registered before the scenario's own).
+
+    Tool bodies still running at the end are left to ``close()`` of the returned
+    handle, so the caller can look at them first.
+    """
+    run = _Run(spec, plugins)
+    return await run.run(), run
+
+
+__all__ = ["ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS", "CallSpec",
+           "Outcome", "Spec", "TaskTruth", "Truth", "generate", "has_live_non_blocking",
+           "normalize", "run_spec"]

@@ -1,0 +1,132 @@
+"""The oracle of the randomized lifecycle test: the plugin's telemetry vs the tools' truth.
+
+Everything it knows about what really happened comes from ``Outcome`` (the tool
+bodies' own records, see ``scenarios.generated``); everything it checks is
+public: tool_task spans, the contract's metrics, ``open_tasks()``, ``state()``,
+``internal_errors``, and the OTel SDK's own warnings.
+
+Strict, whatever the timing:
+  * one ``tool_task`` span per tool body that ran (matched by call id and tool;
+    a duplicate id of one tool by start order);
+  * a task still pending once the run and ADK's teardown were over (a real
+    orphan) is reported orphaned, exactly once;
+  * a task that ended before the caller ended the run is not reported orphaned;
+  * no orphan report is dated after the task's own record of its end (the
+    task's done-callback, so at or after its real end): the plugin reported a
+    task that had already ended;
+  * every span that is not orphaned has the outcome the task really had;
+  * started = spans = bodies; started = duration count + orphaned; orphaned
+    = orphaned spans; active, orphans_alive, open_tasks(), state() back to 0
+    after cleanup; no internal error; no "end() on an ended span" warning.
+
+Ambiguous, so either answer is accepted: a task that ended while the run was
+ending (after the caller acted, before ADK's teardown was over) and whose orphan
+report, if any, is dated before the end of the task: the sweep saw it running.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
+from adk_task_telemetry import semconv as sc
+from adk_task_telemetry.scenarios.generated import Outcome, TaskTruth
+
+from .conftest import Telemetry
+
+
+def _sum(points: list[Any]) -> float:
+    return sum(p.value for p in points)
+
+
+def _orphan_events(span: Any) -> list[Any]:
+    return [e for e in span.events if e.name == sc.EVENT_ORPHANED_TASK]
+
+
+def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
+    """Every tool task's span against the tool's own record of it."""
+    problems: list[str] = []
+    spans: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for span in telemetry.tool_spans():
+        attrs = span.attributes or {}
+        key = (str(attrs.get(sc.GEN_AI_TOOL_CALL_ID, "")), str(attrs.get(sc.GEN_AI_TOOL_NAME)))
+        spans[key].append(span)
+    bodies: dict[tuple[str, str], list[TaskTruth]] = defaultdict(list)
+    for t in outcome.truth.tasks:
+        bodies[(t.call_id, t.tool)].append(t)
+    real = {id(t) for t in outcome.real_orphans}
+    for key in sorted(set(spans) | set(bodies)):
+        got = sorted(spans.get(key, []), key=lambda s: s.start_time or 0)
+        want = sorted(bodies.get(key, []), key=lambda t: t.started_ns)
+        where = f"{key[0]} ({key[1]})"
+        if len(got) != len(want):
+            problems.append(f"{where}: {len(got)} spans for {len(want)} tool tasks")
+            continue
+        for span, task in zip(got, want, strict=True):
+            said = (span.attributes or {}).get(sc.ADK_TOOL_TASK_OUTCOME)
+            reports = _orphan_events(span)
+            if len(reports) > 1:
+                problems.append(f"{where}: {len(reports)} orphaned_task events")
+            if id(task) in real:
+                if said != "orphaned":
+                    problems.append(f"{where}: still running after its run ended, but the "
+                                    f"span says {said!r} (it really ended {task.outcome!r} "
+                                    f"at cleanup)")
+                continue
+            assert task.ended_ns is not None
+            if said == "orphaned" or reports:
+                if task.ended_ns < outcome.end_begin_ns:
+                    problems.append(f"{where}: reported orphaned but it ended "
+                                    f"{(outcome.end_begin_ns - task.ended_ns) / 1e6:.1f} ms "
+                                    f"before the caller ended the run ({task.outcome})")
+                elif reports and reports[0].timestamp > task.ended_ns:
+                    problems.append(f"{where}: reported orphaned "
+                                    f"{(reports[0].timestamp - task.ended_ns) / 1e6:.1f} ms "
+                                    f"after its task had ended ({task.outcome})")
+                continue  # ended while its run was ending: an orphan or not, both hold
+            if said != task.outcome:
+                problems.append(f"{where}: span says {said!r}, the task ended {task.outcome!r}")
+    return problems
+
+
+def check_counts(outcome: Outcome, telemetry: Telemetry,
+                 plugin: TaskTelemetryPlugin) -> list[str]:
+    """Metrics add up and nothing is left open after cleanup."""
+    problems: list[str] = []
+    m = telemetry.metrics()
+    started = _sum(m.get(sc.METRIC_STARTED, []))
+    durations = sum(p.count for p in m.get(sc.METRIC_DURATION, []))
+    orphaned = _sum(m.get(sc.METRIC_ORPHANED, []))
+    orphan_spans = sum(1 for s in telemetry.tool_spans()
+                       if (s.attributes or {}).get(sc.ADK_TOOL_TASK_OUTCOME) == "orphaned")
+    bodies = len(outcome.truth.tasks)
+    if started != bodies:
+        problems.append(f"started={started:g} for {bodies} tool tasks")
+    if started != durations + orphaned:
+        problems.append(f"started={started:g} != duration count {durations} + "
+                        f"orphaned {orphaned:g}")
+    if orphaned != orphan_spans:
+        problems.append(f"orphaned metric {orphaned:g} != {orphan_spans} orphaned spans")
+    for name in (sc.METRIC_ACTIVE, sc.METRIC_ORPHANS_ALIVE):
+        value = _sum(m.get(name, []))
+        if value != 0:
+            problems.append(f"{name}={value:g} after cleanup")
+    left = plugin.open_tasks()
+    if left:
+        problems.append(f"open_tasks() after cleanup: "
+                        f"{[(t.call_id, t.kind, t.orphaned) for t in left]}")
+    if plugin.state() != TrackerState(0, 0, 0):
+        problems.append(f"state() after cleanup: {plugin.state()}")
+    if plugin.internal_errors:
+        problems.append(f"internal_errors={plugin.internal_errors}")
+    return problems
+
+
+def check(outcome: Outcome, telemetry: Telemetry, plugin: TaskTelemetryPlugin,
+          sdk_warnings: list[str]) -> list[str]:
+    problems = check_spans(outcome, telemetry) + check_counts(outcome, telemetry, plugin)
+    ended_twice = [w for w in sdk_warnings if "on an ended span" in w]
+    if ended_twice:
+        problems.append(f"the SDK warned {len(ended_twice)}x: {ended_twice[0]!r}")
+    return problems
