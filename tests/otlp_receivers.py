@@ -10,6 +10,7 @@ configure_telemetry() under test gets a process of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import logging
@@ -292,14 +293,27 @@ def run_children(jobs: list[tuple[dict[str, Any], dict[str, str] | None]],
                  timeout: float = 90.0) -> list[dict[str, Any]]:
     """Runs several instrumented processes at once (they mostly wait on sockets)."""
     procs = [start_child(spec, env=env, stdin=False) for spec, env in jobs]
+    # Read every child's pipes at once: a child whose stdout pipe is full (console
+    # exporters) would otherwise block while we wait for another one.
+    outputs: dict[int, tuple[str, str]] = {}
+
+    def read(i: int, proc: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            outputs[i] = proc.communicate(timeout=timeout)
+
+    readers = [threading.Thread(target=read, args=(i, p), daemon=True)
+               for i, p in enumerate(procs)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(timeout + 5)
+    if len(outputs) < len(procs):
+        for p in procs:
+            p.kill()
+        raise subprocess.TimeoutExpired([sys.executable], timeout)
     results = []
-    for proc in procs:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
+    for i, proc in enumerate(procs):
+        stdout, stderr = outputs[i]
         lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
         assert proc.returncode == 0 and lines, (
             f"child failed (rc={proc.returncode})\nstdout:\n{stdout[-3000:]}\n"
@@ -361,6 +375,8 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     handle = handles[0]
     out["same_handle"] = all(h is handle for h in handles)
     out["prometheus_port"] = handle.prometheus_port
+    out["otlp_targets"] = {k: t.endpoint for k, t in handle.otlp_targets.items()}
+    out["actions"] = handle.actions
     out["installed"] = {"traces": handle.tracer_provider is not None,
                         "metrics": handle.meter_provider is not None,
                         "logs": handle.logger_provider is not None}
@@ -402,6 +418,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     out["app_spans"] = None if app_spans is None else [
         s.name for s in app_spans.get_finished_spans()]
     out["logs"] = capture.records
+    out["ended_at"] = time.time()  # what follows is the interpreter's exit
     return out
 
 

@@ -690,7 +690,8 @@ def shutdown_all() -> int:
 def register_shutdown() -> None:
     """(Re)registers shutdown_all at exit so that it runs before handlers made earlier."""
     atexit.unregister(shutdown_all)
-    atexit.register(shutdown_all)
+    from .exit import install as _install_exit  # exit.py: sweep (this), then flush
+    _install_exit()
 
 
 def _drop_idle_run(ledger_ref: weakref.ref[Ledger], invocation_id: str) -> None:

@@ -17,6 +17,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
+from . import exit as _exit
 from . import semconv as sc
 from .ledger import (
     Ledger,
@@ -67,7 +68,8 @@ class TaskTelemetryPlugin(BasePlugin):
         super().__init__(name=name)
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
-        self._ledger = Ledger(tracer_provider, meter_provider, LedgerOptions(
+        self._ledger = Ledger(
+            tracer_provider, meter_provider or _exit.plugin_meter_provider(), LedgerOptions(
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks))
         self._capture = capture_arguments
@@ -135,6 +137,7 @@ class TaskTelemetryPlugin(BasePlugin):
                 # the runs of this plugin are still in progress.
                 return
             self._ledger.sweep_all(sc.EndTrigger.PLUGIN_CLOSE)
+            await _exit.flush_after_close()
         except Exception:
             self._failed("close")
 
