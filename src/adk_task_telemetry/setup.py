@@ -1014,7 +1014,23 @@ def _bridge_logger(provider: Any) -> logging.Handler | None:
     # Our own export-health messages are about the pipeline itself: keep them local.
     handler.addFilter(lambda r: not r.name.startswith(logger.name))
     ours.addHandler(handler)
+    # With a handler on our logger, Python's last-resort stderr output no longer
+    # applies to it: without one on the root logger, our export warnings would vanish.
+    if not any(isinstance(h, _LastResort) for h in logger.handlers):
+        logger.addHandler(_LastResort())
     return handler
+
+
+class _LastResort(logging.Handler):
+    """What ``logging.lastResort`` does for an application that configured no logging
+    (WARNING and above to stderr), for our export warnings only."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers and logging.lastResort is not None:
+            logging.lastResort.handle(record)
 
 
 def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricReader | None:
