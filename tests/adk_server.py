@@ -85,8 +85,8 @@ class Server:
         events: list[dict[str, Any]] = r.json()
         return events
 
-    def state(self) -> dict[str, Any]:
-        r = self.client.get("/_test/state")
+    def state(self, gc: bool = False) -> dict[str, Any]:
+        r = self.client.get("/_test/state", params={"gc": "true"} if gc else None)
         r.raise_for_status()
         result: dict[str, Any] = r.json()
         return result
@@ -187,6 +187,7 @@ def _recorder() -> Any:
         def on_end(self, span: Any) -> None:
             with self._lock:
                 self.ended.append({"span_id": f"{span.context.span_id:016x}",
+                                   "trace_id": f"{span.context.trace_id:032x}",
                                    "name": span.name})
 
     return Recorder()
@@ -218,7 +219,11 @@ def _serve(port: int, agents_dir: str) -> None:
     trace.get_tracer_provider().add_span_processor(recorder)  # type: ignore[attr-defined]
 
     @app.get("/_test/state")
-    def state() -> dict[str, Any]:
+    def state(gc: bool = False) -> dict[str, Any]:
+        if gc:  # what is left once the garbage collector has run (ADK 1.x backstop)
+            import gc as gc_module
+
+            gc_module.collect()
         plugins = [asdict(p.state()) for p in _plugins()]
         return {"spans": list(recorder.ended), "plugins": plugins,
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),

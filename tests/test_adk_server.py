@@ -99,8 +99,18 @@ def test_run_with_parallel_calls(served: tuple[Server, Received]) -> None:
     assert {res["service.name"] for res, _, _ in rx.spans()} == {"unknown_service"}
     assert rx.wait_for(lambda: _started(rx).get("lookup_order", 0) >= 2, timeout=20)
     assert {res["service.name"] for res, _ in rx.metric_list()} == {"served-agent"}
-    state = server.wait_state(lambda s: s["runs"] == 0)
-    assert (state["open"], state["orphans"]) == (0, 0)
+    state = _settled(server)
+    assert (state["runs"], state["open"], state["orphans"]) == (0, 0, 0), state
+
+
+def _settled(server: Server, orphans: int = 0) -> dict[str, Any]:
+    """The plugin's state once the run is over: nothing open (and only ``orphans``
+    still running) must hold at once; an idle run record may wait for the garbage
+    collector (the plugin's backstop when ADK sends no end signal at all: seen after
+    an SSE disconnect on 1.39.1 and a websocket disconnect on 2.13)."""
+    state = server.wait_state(lambda s: s["open"] == 0 and s["orphans"] == orphans)
+    assert (state["open"], state["orphans"]) == (0, orphans), state
+    return state if state["runs"] == 0 else server.state(gc=True)
 
 
 def test_sse_client_disconnects_mid_tool(served: tuple[Server, Received]) -> None:
@@ -110,7 +120,7 @@ def test_sse_client_disconnects_mid_tool(served: tuple[Server, Received]) -> Non
     server.wait_state(lambda s: s["open"] == 0)
     events = sse_until_function_call(server, f"slow {tag}")
     assert events, "no event before the function call"
-    state = server.wait_state(lambda s: s["runs"] == 0 and s["open"] == 0)
+    state = _settled(server)
     assert (state["runs"], state["open"], state["orphans"]) == (0, 0, 0), state
     span = _wait_spans(rx, tag, 1)[f"{tag}-slow"]
     assert _outcome(span) == "cancelled"
@@ -125,7 +135,7 @@ def test_live_seed_scenario_then_the_client_goes_away(
     tag = _tag()
     before = server.state()["orphans"]
     live_seed_and_leave(server, tag)
-    state = server.wait_state(lambda s: s["runs"] == 0, timeout=20)
+    state = _settled(server, orphans=before + (1 if has_seed_bug() else 0))
     assert state["runs"] == 0 and state["open"] == 0, state
     spans = _wait_spans(rx, tag, 2)
     outcomes = sorted(_outcome(s) for s in spans.values())
@@ -182,8 +192,13 @@ def terminated(tmp_path_factory: pytest.TempPathFactory
         for name, (env, _) in setups.items():  # started together: they mostly wait
             servers[name] = Server(tmp_path_factory.mktemp(f"sigterm-{name}"), env)
         for name, server in servers.items():
+            # agent.py (and so configure_telemetry()) is loaded by the first run:
+            # spans that ended before it cannot be ours to export.
+            server.run(f"parallel warmup-{name}")
+            mark = len(server.state()["spans"])
             server.run(f"parallel {name}")
-            state = server.wait_state(lambda s: s["runs"] == 0)
+            state = _settled(server)
+            state["spans"] = state["spans"][mark:]
             t0 = time.monotonic()
             rc = server.terminate()
             out[name] = (server, setups[name][1].received, state, rc, time.monotonic() - t0)
@@ -209,7 +224,7 @@ def test_sigterm_loses_nothing_and_the_process_still_dies_by_it(
     assert missing == [], missing
     assert {cid: _outcome(s) for cid, s in _spans_of(rx, setup).items()} == {
         f"{setup}-1": "ok", f"{setup}-2": "ok", f"{setup}-3": "ok"}
-    assert _started(rx) == {"lookup_order": 2, "add_numbers": 1}
+    assert _started(rx) == {"lookup_order": 4, "add_numbers": 2}  # warm-up run included
     assert "Traceback" not in server.log(), server.log()[-3000:]
 
 
