@@ -10,11 +10,13 @@ configure_telemetry() under test gets a process of its own.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import gzip
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -342,10 +344,14 @@ class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[dict[str, str]] = []
+        self.echo = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append({"logger": record.name, "level": record.levelname,
-                             "message": record.getMessage()})
+        rec = {"logger": record.name, "level": record.levelname,
+               "message": record.getMessage()}
+        self.records.append(rec)
+        if self.echo:
+            print("EXITLOG " + json.dumps(rec), flush=True)
 
 
 async def _child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -357,6 +363,9 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     capture = _Capture()
     logging.getLogger().addHandler(capture)
     out: dict[str, Any] = {"errors": [], "scenarios": []}
+    # Registered before anything of ours, so it runs last: when the exit's own work
+    # (ours and any other atexit handler) is over; the interpreter's teardown follows.
+    atexit.register(lambda: print(f"ATEXIT-DONE {time.time()}", flush=True))
 
     app_spans = None
     if spec.get("app_provider"):  # the application installed its own tracer provider first
@@ -419,6 +428,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         s.name for s in app_spans.get_finished_spans()]
     out["logs"] = capture.records
     out["ended_at"] = time.time()  # what follows is the interpreter's exit
+    capture.echo = True  # what the exit logs (atexit or SIGTERM) goes to stdout
     return out
 
 
@@ -455,6 +465,9 @@ def _main() -> None:
     spec = json.loads(sys.argv[1])
     result = asyncio.run(_child(spec))
     print("RESULT " + json.dumps(result), flush=True)
+    if spec.get("sigterm_self"):  # docker stop / Kubernetes, with no server in between
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # never reached if SIGTERM still kills the process
 
 
 if __name__ == "__main__":

@@ -511,7 +511,7 @@ class TelemetryHandle:
         told now (the caller's warning names them), not again when the export ends."""
         fresh = set()
         for h in self._health:
-            if h.signal in signals and not h.failing:
+            if h.signal in signals and not h.failing and not h.told:
                 h.told = True
                 fresh.add(h.signal)
         return fresh
