@@ -225,7 +225,9 @@ def _serve(port: int, agents_dir: str) -> None:
 
             gc_module.collect()
         plugins = [asdict(p.state()) for p in _plugins()]
-        return {"spans": list(recorder.ended), "plugins": plugins,
+        actions = [m.TELEMETRY.actions for m in list(sys.modules.values())
+                   if hasattr(m, "TELEMETRY") and hasattr(m, "PLUGIN")]
+        return {"spans": list(recorder.ended), "plugins": plugins, "actions": actions,
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),
                 "orphans": sum(p["orphans"] for p in plugins)}
 

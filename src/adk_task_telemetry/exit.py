@@ -236,8 +236,9 @@ def _flush(final: bool) -> bool:
     foreign = _foreign_providers(pipelines)
     for signal_name, provider in foreign:
         ms = int(budget * 1000)
+        flush_one = flush_meter_provider if signal_name == "metrics" else _force_flush
         steps.append((f"{signal_name} of the existing {type(provider).__name__}",
-                      functools.partial(provider.force_flush, ms)))
+                      functools.partial(flush_one, provider, ms)))
     if not steps:
         return True
     threads = [(what, threading.Thread(target=_quietly, args=(step,), daemon=True,
@@ -280,6 +281,25 @@ def _flush(final: bool) -> bool:
             with contextlib.suppress(Exception):
                 p._exit_done()
     return not left
+
+
+def _force_flush(provider: Any, timeout_millis: int) -> object:
+    return provider.force_flush(timeout_millis)
+
+
+def flush_meter_provider(provider: Any, timeout_millis: int) -> object:
+    """Pushes the metrics of each push reader now. A pull reader (Prometheus) is left
+    alone: collecting it outside a scrape queues data that the next scrape renders
+    twice, with labels out of place (opentelemetry-exporter-prometheus)."""
+    readers = getattr(provider, "_metric_readers", None)  # SDK >= 1.44
+    if readers is None:  # earlier SDKs
+        readers = getattr(getattr(provider, "_sdk_config", None), "metric_readers", None)
+    if readers is None:
+        return provider.force_flush(timeout_millis)
+    for reader in list(readers):
+        if "Prometheus" not in type(reader).__name__:
+            reader.force_flush(timeout_millis)
+    return True
 
 
 def _join(threads: list[tuple[str, threading.Thread]], deadline: float) -> None:

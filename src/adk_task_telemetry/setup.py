@@ -417,7 +417,10 @@ class TelemetryHandle:
         ok = True
         try:
             for provider in self._own_providers():
-                ok = bool(provider.force_flush(timeout_millis)) and ok
+                if provider is self.meter_provider:  # never collect Prometheus off a scrape
+                    ok = bool(_exit.flush_meter_provider(provider, timeout_millis)) and ok
+                else:
+                    ok = bool(provider.force_flush(timeout_millis)) and ok
             for _, proc in self._attached:
                 ok = bool(proc.force_flush(timeout_millis)) and ok
         except Exception:
@@ -485,7 +488,7 @@ class TelemetryHandle:
         if self.meter_provider is not None and "metrics" not in stuck:
             mp = self.meter_provider
             steps.append((where("metrics"), (lambda: mp.shutdown(ms)) if final
-                          else (lambda: mp.force_flush(ms))))
+                          else (lambda: _exit.flush_meter_provider(mp, ms))))
         for signal, proc in self._attached:
             if signal in stuck:
                 continue
@@ -953,7 +956,8 @@ def _norm_url(url: str) -> str:
 
 
 _CHILD_ATTRS = ("_active_span_processor", "_span_processors", "_multi_log_record_processor",
-                "_log_record_processors", "_sdk_config", "metric_readers", "_batch_processor",
+                "_log_record_processors", "_metric_readers", "_sdk_config", "metric_readers",
+                "_batch_processor",
                 "_exporter", "span_exporter", "_inner")
 
 
