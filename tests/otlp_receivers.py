@@ -368,6 +368,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     atexit.register(lambda: print(f"ATEXIT-DONE {time.time()}", flush=True))
 
     app_spans = None
+    app_reader = None
     if spec.get("app_provider"):  # the application installed its own tracer provider first
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -378,6 +379,12 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         app_tp = TracerProvider()
         app_tp.add_span_processor(SimpleSpanProcessor(app_spans))
         trace.set_tracer_provider(app_tp)
+        # ... and its own MeterProvider, which cannot take our readers.
+        from opentelemetry import metrics as otel_metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        app_reader = InMemoryMetricReader()
+        otel_metrics.set_meter_provider(MeterProvider(metric_readers=[app_reader]))
 
     kwargs = spec.get("configure", {})
     handles = [configure_telemetry(**kwargs) for _ in range(int(spec.get("configure_times", 1)))]
@@ -426,6 +433,9 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     out["export_failing"] = handle.export_failing
     out["app_spans"] = None if app_spans is None else [
         s.name for s in app_spans.get_finished_spans()]
+    out["app_metrics"] = None if app_reader is None else sorted({
+        m.name for rm in (app_reader.get_metrics_data() or _Empty()).resource_metrics
+        for sm in rm.scope_metrics for m in sm.metrics})
     out["logs"] = capture.records
     out["ended_at"] = time.time()  # what follows is the interpreter's exit
     capture.echo = True  # what the exit logs (atexit or SIGTERM) goes to stdout
@@ -448,6 +458,10 @@ async def _direct_orphan(plugin: Any) -> None:
     blocker.set()
     await task
     await asyncio.sleep(0)
+
+
+class _Empty:
+    resource_metrics: list[Any] = []
 
 
 def _queue_lengths(handle: Any) -> dict[str, int]:

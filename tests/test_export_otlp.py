@@ -273,17 +273,23 @@ def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Ex
 
 def test_an_app_provider_gets_our_export_added_and_nothing_is_doubled(
         runs: dict[str, Exported]) -> None:
-    """The application installed its TracerProvider first: it stays (with its own
-    exporter and resource), our OTLP export is added to it, each span goes out once
-    each way, and one warning says so, including that service.name cannot change."""
+    """The application installed its TracerProvider and MeterProvider first: they
+    stay (with their own exporters and resource), our OTLP export is added to the
+    tracer provider, the plugin records its metrics into a MeterProvider of its own,
+    each span goes out once each way, and one warning says so, including that
+    service.name cannot change."""
     result, rx = runs["app"].result, runs["app"].rx
     assert result["errors"] == [] and result["same_handle"] is True
     assert result["installed"] == {"traces": False, "metrics": True, "logs": True}
+    assert result["actions"] == {"traces": "added_to_existing",
+                                 "metrics": "own_meter_provider", "logs": "installed"}
     assert result["app_spans"].count("tool_task lookup_order") == 1
+    assert not [n for n in result["app_metrics"] if n.startswith("adk.tool_task.")]
     told = [x["message"] for x in result["logs"] if "already installed" in x["message"]]
     assert len(told) == 1, result["logs"]
     assert f"added OTLP export to {rx_endpoint(runs['app'])}" in told[0]
     assert "TracerProvider" in told[0] and "service.name=unknown_service" in told[0]
+    assert "metrics: the plugin records into a MeterProvider of its own" in told[0]
     assert "asked for asked-name" in told[0]
     assert rx.wait_for(lambda: bool(rx.metrics) and bool(rx.tool_spans()))
     ours = [s for s in rx.tool_spans() if s.name == "tool_task lookup_order"]
