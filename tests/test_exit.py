@@ -175,3 +175,31 @@ def test_each_failing_signal_gets_one_complete_warning(exits: Exits) -> None:
             for msg in ours:
                 assert msg.endswith("."), msg  # complete, not cut mid-word
             assert not [x for x in logs if x["logger"].startswith("opentelemetry")], logs
+
+
+_CHAINED = """
+import os, signal, sys, time
+seen = []
+if sys.argv[1] == "handler":
+    signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))
+else:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+from adk_task_telemetry import TaskTelemetryPlugin
+TaskTelemetryPlugin()  # installs the exit list and chains SIGTERM
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.2)
+print("ALIVE", seen, flush=True)
+"""
+
+
+@pytest.mark.parametrize("before", ["handler", "ignored"])
+def test_a_sigterm_handler_installed_before_ours_still_decides(before: str) -> None:
+    """Chained, not replaced: an application's own handler runs (and the process
+    lives on if it says so); an ignored SIGTERM stays ignored."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _CHAINED, before], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = f"ALIVE [{int(signal.SIGTERM)}]" if before == "handler" else "ALIVE []"
+    assert want in proc.stdout, proc.stdout + proc.stderr[-2000:]

@@ -68,7 +68,7 @@ class Pipeline(Protocol):
     def _exit_done(self) -> None: ...
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # reentrant: the SIGTERM handler runs on the main thread
 _pipelines: list[Pipeline] = []
 _plugin_meter_provider: Any = None
 _prev_sigterm: Any = None
