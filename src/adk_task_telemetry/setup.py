@@ -153,9 +153,12 @@ def _cause(text: str, timeout: float) -> str:
     m = re.search(r"code: (\d{3}), reason: ([^,.]{1,60})", text)
     if m:
         return f"HTTP {m.group(1)} {m.group(2).strip()}"
+    m = re.search(r"StatusCode\.([A-Z_]+)", text)
+    if m:
+        return m.group(1)
     m = re.search(r"Transient error (.{1,60}?) encountered", text)
     if m:
-        return m.group(1).replace("StatusCode.", "")
+        return m.group(1)
     first = text.split(". ")[0].strip()
     if len(first) > 160:
         first = first[:160].rsplit(" ", 1)[0] + " …"
@@ -265,6 +268,8 @@ class _ExportHealth:
                 # The HTTP exporter gives up before logging why: ask the socket.
                 cause = (_probe(self.where)
                          or f"no successful answer within {self.cooldown:g} s")
+            elif cause == "UNAVAILABLE":  # older gRPC exporters say no more than that
+                cause = _probe(self.where) or cause
             if self.interrupted:
                 logger.warning(
                     "adk_task_telemetry: cannot export %s to %s at exit (%s); what was not "
