@@ -10,10 +10,13 @@ configure_telemetry() under test gets a process of its own.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import gzip
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -292,14 +295,27 @@ def run_children(jobs: list[tuple[dict[str, Any], dict[str, str] | None]],
                  timeout: float = 90.0) -> list[dict[str, Any]]:
     """Runs several instrumented processes at once (they mostly wait on sockets)."""
     procs = [start_child(spec, env=env, stdin=False) for spec, env in jobs]
+    # Read every child's pipes at once: a child whose stdout pipe is full (console
+    # exporters) would otherwise block while we wait for another one.
+    outputs: dict[int, tuple[str, str]] = {}
+
+    def read(i: int, proc: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            outputs[i] = proc.communicate(timeout=timeout)
+
+    readers = [threading.Thread(target=read, args=(i, p), daemon=True)
+               for i, p in enumerate(procs)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(timeout + 5)
+    if len(outputs) < len(procs):
+        for p in procs:
+            p.kill()
+        raise subprocess.TimeoutExpired([sys.executable], timeout)
     results = []
-    for proc in procs:
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            raise
+    for i, proc in enumerate(procs):
+        stdout, stderr = outputs[i]
         lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
         assert proc.returncode == 0 and lines, (
             f"child failed (rc={proc.returncode})\nstdout:\n{stdout[-3000:]}\n"
@@ -328,10 +344,14 @@ class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.records: list[dict[str, str]] = []
+        self.echo = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append({"logger": record.name, "level": record.levelname,
-                             "message": record.getMessage()})
+        rec = {"logger": record.name, "level": record.levelname,
+               "message": record.getMessage()}
+        self.records.append(rec)
+        if self.echo:
+            print("EXITLOG " + json.dumps(rec), flush=True)
 
 
 async def _child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -343,8 +363,12 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     capture = _Capture()
     logging.getLogger().addHandler(capture)
     out: dict[str, Any] = {"errors": [], "scenarios": []}
+    # Registered before anything of ours, so it runs last: when the exit's own work
+    # (ours and any other atexit handler) is over; the interpreter's teardown follows.
+    atexit.register(lambda: print(f"ATEXIT-DONE {time.time()}", flush=True))
 
     app_spans = None
+    app_reader = None
     if spec.get("app_provider"):  # the application installed its own tracer provider first
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -355,12 +379,20 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         app_tp = TracerProvider()
         app_tp.add_span_processor(SimpleSpanProcessor(app_spans))
         trace.set_tracer_provider(app_tp)
+        # ... and its own MeterProvider, which cannot take our readers.
+        from opentelemetry import metrics as otel_metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        app_reader = InMemoryMetricReader()
+        otel_metrics.set_meter_provider(MeterProvider(metric_readers=[app_reader]))
 
     kwargs = spec.get("configure", {})
     handles = [configure_telemetry(**kwargs) for _ in range(int(spec.get("configure_times", 1)))]
     handle = handles[0]
     out["same_handle"] = all(h is handle for h in handles)
     out["prometheus_port"] = handle.prometheus_port
+    out["otlp_targets"] = {k: t.endpoint for k, t in handle.otlp_targets.items()}
+    out["actions"] = handle.actions
     out["installed"] = {"traces": handle.tracer_provider is not None,
                         "metrics": handle.meter_provider is not None,
                         "logs": handle.logger_provider is not None}
@@ -401,7 +433,12 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     out["export_failing"] = handle.export_failing
     out["app_spans"] = None if app_spans is None else [
         s.name for s in app_spans.get_finished_spans()]
+    out["app_metrics"] = None if app_reader is None else sorted({
+        m.name for rm in (app_reader.get_metrics_data() or _Empty()).resource_metrics
+        for sm in rm.scope_metrics for m in sm.metrics})
     out["logs"] = capture.records
+    out["ended_at"] = time.time()  # what follows is the interpreter's exit
+    capture.echo = True  # what the exit logs (atexit or SIGTERM) goes to stdout
     return out
 
 
@@ -462,6 +499,10 @@ async def _direct_orphan(plugin: Any) -> None:
     await runner.close()
 
 
+class _Empty:
+    resource_metrics: list[Any] = []
+
+
 def _queue_lengths(handle: Any) -> dict[str, int]:
     """Span/log records waiting in the batch processors now (private SDK state)."""
     out: dict[str, int] = {}
@@ -477,6 +518,9 @@ def _main() -> None:
     spec = json.loads(sys.argv[1])
     result = asyncio.run(_child(spec))
     print("RESULT " + json.dumps(result), flush=True)
+    if spec.get("sigterm_self"):  # docker stop / Kubernetes, with no server in between
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # never reached if SIGTERM still kills the process
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ def _jobs(rx: dict[str, GrpcReceiver | HttpReceiver]
             "OTEL_RESOURCE_ATTRIBUTES": "service.version=1.2.3,deployment.environment=test"}),
         # The application installed its own tracer provider first.
         "app": ({"app_provider": True, "configure_times": 2, "scenarios": ["single_call"],
-                 "configure": {"endpoint": rx["app"].endpoint, "protocol": "grpc"}}, {}),
+                 "configure": {"service_name": "asked-name", "endpoint": rx["app"].endpoint,
+                               "protocol": "grpc"}}, {}),
         # Console only: no OTLP is attempted when no endpoint is configured.
         "console": ({"scenarios": ["single_call"], "direct_orphan": True,
                      "configure": {"console": True}}, {}),
@@ -272,20 +273,39 @@ def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Ex
         assert res["service.name"] == "export-test"
 
 
-def test_app_providers_are_left_alone_and_nothing_is_doubled(
+def test_an_app_provider_gets_our_export_added_and_nothing_is_doubled(
         runs: dict[str, Exported]) -> None:
+    """The application installed its TracerProvider and MeterProvider first: they
+    stay (with their own exporters and resource), our OTLP export is added to the
+    tracer provider, the plugin records its metrics into a MeterProvider of its own,
+    each span goes out once each way, and one warning says so, including that
+    service.name cannot change."""
     result, rx = runs["app"].result, runs["app"].rx
     assert result["errors"] == [] and result["same_handle"] is True
-    # The application's tracer provider stays, and gets each span once.
     assert result["installed"] == {"traces": False, "metrics": True, "logs": True}
+    assert result["actions"] == {"traces": "added_to_existing",
+                                 "metrics": "own_meter_provider", "logs": "installed"}
     assert result["app_spans"].count("tool_task lookup_order") == 1
-    told = [x for x in result["logs"] if "left alone" in x["message"]]
-    assert len(told) == 1 and "TracerProvider" in told[0]["message"]
-    assert rx.wait_for(lambda: bool(rx.metrics))
-    assert rx.spans() == []  # nothing added to the application's provider
+    assert not [n for n in result["app_metrics"] if n.startswith("adk.tool_task.")]
+    told = [x["message"] for x in result["logs"] if "already installed" in x["message"]]
+    assert len(told) == 1, result["logs"]
+    assert f"added OTLP export to {rx_endpoint(runs['app'])}" in told[0]
+    assert "TracerProvider" in told[0] and "service.name=unknown_service" in told[0]
+    assert "metrics: the plugin records into a MeterProvider of its own" in told[0]
+    assert "asked for asked-name" in told[0]
+    assert rx.wait_for(lambda: bool(rx.metrics) and bool(rx.tool_spans()))
+    ours = [s for s in rx.tool_spans() if s.name == "tool_task lookup_order"]
+    assert len(ours) == 1
+    # Spans keep the application's resource; our own metrics carry the name asked for.
+    assert {res["service.name"] for res, _, _ in rx.spans()} == {"unknown_service"}
+    assert {res["service.name"] for res, _ in rx.metric_list()} == {"asked-name"}
     started = [p for _, m in rx.metric_list() if m.name == "adk.tool_task.started"
                for p in m.sum.data_points]
     assert [p.as_int for p in started][-1:] == [1]
+
+
+def rx_endpoint(run: Exported) -> str:
+    return str(run.result["otlp_targets"]["traces"])
 
 
 def test_exit_flush_and_the_traces_only_recipe(runs: dict[str, Exported]) -> None:

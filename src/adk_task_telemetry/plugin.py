@@ -15,6 +15,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
+from . import exit as _exit
 from . import semconv as sc
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import OpenTask, TrackerState
@@ -58,7 +59,10 @@ class TaskTelemetryPlugin(BasePlugin):
         super().__init__(name=name)
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
-        self._tracker = Tracker(tracer_provider, meter_provider, Options(
+        # configure_telemetry() beside a MeterProvider it could not add a reader to
+        # gives the plugin one of its own (exit.py): use it unless told otherwise.
+        self._tracker = Tracker(tracer_provider, meter_provider or _exit.plugin_meter_provider(),
+                                Options(
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks))
         self._capture = capture_arguments
@@ -110,7 +114,12 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def close(self) -> None:
         try:
-            self._tracker.closed()
+            busy = self._tracker.closed()
+            # ADK's server closes its runners before uvicorn dies by SIGTERM: what
+            # was recorded goes out now (off the event loop, bounded). Not while
+            # other runs go on (a Runner per request): batching does its job there.
+            if not busy:
+                await _exit.flush_after_close()
         except Exception:
             self._tracker.failed("close")
 

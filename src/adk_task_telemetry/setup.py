@@ -11,8 +11,9 @@ bounded queues, exports time out quickly, and an outage is logged once.
 
 from __future__ import annotations
 
-import atexit
+import functools
 import logging
+import re
 import threading
 import time
 import uuid
@@ -54,9 +55,9 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from . import _env
+from . import exit as _exit
 from . import semconv as sc
 from .spans import OpenSpanProcessor
-from .tracker import shutdown_all
 
 try:  # the base class was renamed in SDK 1.39; the old name warns
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
@@ -89,28 +90,79 @@ _EXIT_TIMEOUT_MS = 5_000
 
 _lock = threading.Lock()
 _active: TelemetryHandle | None = None
-_atexit_registered = False
 _told_existing = False
 
 
 class _QuietExporterLogs(logging.Filter):
-    """Keeps the OTLP exporters' per-batch failure messages for one warning of ours."""
+    """Keeps the OTLP exporters' per-batch failure messages for one warning of ours.
+
+    Kept per thread: an export runs in the thread that calls it, so the message a
+    failed export left is the cause of that signal's failure, not of another's.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.first = ""  # since the last export result: usually names the cause
+        self.first: dict[int, str] = {}  # thread -> first message since its last result
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.first:
+        key = threading.get_ident()
+        if key not in self.first and not str(record.msg).startswith(_NOT_A_CAUSE):
+            if len(self.first) > 64:  # threads that never took theirs
+                self.first.clear()
             try:
-                self.first = record.getMessage()[:300]
+                self.first[key] = record.getMessage()
             except Exception:  # a malformed record must not break logging
-                self.first = str(record.msg)[:300]
+                self.first[key] = str(record.msg)
         return False
 
     def take(self) -> str:
-        text, self.first = self.first, ""
-        return text
+        return self.first.pop(threading.get_ident(), "")
+
+
+# Exporter messages that follow our own stopping of an export, not its cause.
+_NOT_A_CAUSE = ("Shutdown in progress", "Exporter already shutdown")
+
+
+def _probe(where: str) -> str | None:
+    """Why an endpoint cannot be reached, from one TCP connect (first failure only)."""
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlparse(where.split()[0])
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        with socket.create_connection((url.hostname or "localhost", port), timeout=0.3):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused"
+    except socket.gaierror:
+        return "the host name does not resolve"
+    except (OSError, ValueError):
+        return None
+
+
+def _cause(text: str, timeout: float) -> str:
+    """A short, complete cause from an exporter's message (which may be a page long)."""
+    low = text.lower()
+    if "connection refused" in low or "connectionrefused" in low:
+        return "connection refused"
+    if "name or service not known" in low or "nodename nor servname" in low:
+        return "the host name does not resolve"
+    if "deadline_exceeded" in low or "timed out" in low or "timeout" in low:
+        return f"no answer within {timeout:g} s"
+    m = re.search(r"code: (\d{3}), reason: ([^,.]{1,60})", text)
+    if m:
+        return f"HTTP {m.group(1)} {m.group(2).strip()}"
+    m = re.search(r"StatusCode\.([A-Z_]+)", text)
+    if m:
+        return m.group(1)
+    m = re.search(r"Transient error (.{1,60}?) encountered", text)
+    if m:
+        return m.group(1)
+    first = text.split(". ")[0].strip()
+    if len(first) > 160:
+        first = first[:160].rsplit(" ", 1)[0] + " …"
+    return first or "export failed"
 
 
 class _Outage(logging.Filter):
@@ -146,7 +198,8 @@ class _ExportHealth:
 
     While the endpoint fails, a batch is tried at most once per ``cooldown``
     seconds and dropped otherwise, so a dead collector costs neither the export
-    threads nor the exit more than one timeout at a time.
+    threads nor the exit more than one timeout at a time. Each signal says once
+    when its export starts failing and once when it works again.
     """
 
     def __init__(self, signal: str, where: str, cooldown: float, outage: _Outage) -> None:
@@ -155,18 +208,35 @@ class _ExportHealth:
         self.cooldown = cooldown
         self.outage = outage
         self.failing = False
+        self.succeeded = False  # the endpoint answered at least once
         self.closing = False
+        self.interrupted = False  # the exit gave up waiting and stopped the exporter
+        self.quiet = False  # the exit already named this signal: say nothing more
+        self.told = False  # a flush that gave up already named this signal's failure
         self.failures = 0
         self.dropped_batches = 0
         self.last_attempt = 0.0
+        self.busy_since: float | None = None  # an export of this signal is in flight
+        self.thread = 0  # the thread of the export in flight
+
+    def retrying(self) -> bool:
+        """An export is in flight and its exporter already logged a failure: it is
+        waiting out a retry backoff (a refused port), not waiting for an answer."""
+        return self.busy_since is not None and self.thread in self.outage.quiet.first
+
+    def stuck(self, longer_than: float) -> bool:
+        """Known dead, or an export has been in flight for longer than ``longer_than``."""
+        since = self.busy_since
+        return self.failing or (since is not None and time.monotonic() - since > longer_than)
 
     def should_try(self) -> bool:
         with self.outage.lock:
-            if self.failing and (
-                    self.closing or time.monotonic() - self.last_attempt < self.cooldown):
+            if self.interrupted or (self.failing and (
+                    self.closing or time.monotonic() - self.last_attempt < self.cooldown)):
                 self.dropped_batches += 1
                 return False
-            self.last_attempt = time.monotonic()
+            self.last_attempt = self.busy_since = time.monotonic()
+            self.thread = threading.get_ident()
             self.outage.in_flight += 1
             return True
 
@@ -174,24 +244,43 @@ class _ExportHealth:
         outage = self.outage
         with outage.lock:
             outage.in_flight = max(0, outage.in_flight - 1)
+            self.busy_since = None
             queue_full, outage.queue_full = outage.queue_full, None
-            before = bool(outage.failing)
+            was_failing = self.failing
             self.failing = not ok
             if ok:
+                self.succeeded = True
                 outage.failing.discard(self.signal)
             else:
                 self.failures += 1
                 outage.failing.add(self.signal)
-            after = bool(outage.failing)
-            cause = outage.quiet.take()
-        if before and not after:
-            logger.warning("adk_task_telemetry: telemetry export works again (%s)", self.where)
-        elif after and not before:
+            text = outage.quiet.take()
+            quiet = self.quiet
+            told, self.told = self.told, False
+        if quiet or (told and not ok):
+            return
+        if was_failing and ok:
+            logger.warning("adk_task_telemetry: export of %s works again (%s)",
+                           self.signal, self.where)
+        elif not was_failing and not ok:
+            cause = _cause(detail or text, self.cooldown) if (detail or text) else ""
+            if not cause or "max retries or shutdown" in (detail or text):
+                # The HTTP exporter gives up before logging why: ask the socket.
+                cause = (_probe(self.where)
+                         or f"no successful answer within {self.cooldown:g} s")
+            elif cause == "UNAVAILABLE":  # older gRPC exporters say no more than that
+                cause = _probe(self.where) or cause
+            if self.interrupted:
+                logger.warning(
+                    "adk_task_telemetry: cannot export %s to %s at exit (%s); what was not "
+                    "sent is dropped.", self.signal, self.where,
+                    cause or "no answer before the exit stopped waiting")
+                return
             logger.warning(
-                "adk_task_telemetry: cannot export telemetry (%s to %s: %s). It is dropped "
-                "while the endpoint stays unreachable (bounded queues); the agent is not "
-                "affected. Retrying quietly; recovery will be logged.",
-                self.signal, self.where, detail or cause or "export failed")
+                "adk_task_telemetry: cannot export %s to %s (%s). They are dropped while the "
+                "endpoint stays unreachable (bounded queues); the agent is not affected. "
+                "Retrying quietly; recovery will be logged.",
+                self.signal, self.where, cause or "export failed")
         elif ok and queue_full:
             logger.warning("adk_task_telemetry: %s: export to %s is slower than the agent "
                            "produces telemetry", queue_full, self.where)
@@ -289,8 +378,11 @@ def _failure_like(_exporter: Any) -> Any:
 class TelemetryHandle:
     """What configure_telemetry() set up: flush it, shut it down (both idempotent).
 
-    The ``*_provider`` attributes are None for a signal whose provider the
-    application had already installed (left alone) or when the SDK is disabled.
+    The ``*_provider`` attributes are the providers configure_telemetry() built:
+    None for a signal whose provider the application or ADK had already installed,
+    or when the SDK is disabled. ``actions`` says per signal what was done
+    (``installed``, ``added_to_existing``, ``already_exported``,
+    ``own_meter_provider``, ``not_possible``, ``off``).
     """
 
     def __init__(self, *, enabled: bool) -> None:
@@ -298,13 +390,21 @@ class TelemetryHandle:
         self.tracer_provider: TracerProvider | None = None
         self.meter_provider: MeterProvider | None = None
         self.logger_provider: LoggerProvider | None = None
+        #: A MeterProvider of ours that is not the global one: an existing
+        #: MeterProvider cannot take readers, so the plugin records into this one.
+        self.plugin_meter_provider: MeterProvider | None = None
         self.resource: Resource | None = None
         #: signal -> where OTLP sends it (empty when OTLP is off).
         self.otlp_targets: dict[str, _env.OtlpTarget] = {}
+        #: signal -> what configure_telemetry() did for it.
+        self.actions: dict[str, str] = {}
         #: The port the Prometheus endpoint listens on (the real one when 0 was asked).
         self.prometheus_port: int | None = None
         self.prometheus_host: str | None = None
         self._health: list[_ExportHealth] = []
+        self._guarded: list[Any] = []
+        #: (signal, processor) we added to a provider someone else installed.
+        self._attached: list[tuple[str, Any]] = []
         self._log_handler: logging.Handler | None = None
         self._quiet: _QuietExporterLogs | None = None
         self._outage: _Outage | None = None
@@ -313,16 +413,21 @@ class TelemetryHandle:
         self._shut = False
         self._shutdown_lock = threading.Lock()
 
+    def _own_providers(self) -> list[Any]:
+        return [p for p in (self.tracer_provider, self.meter_provider, self.logger_provider)
+                if p is not None]
+
     def force_flush(self, timeout_millis: int = 10_000) -> bool:
         """Exports what is buffered now. Blocks: call it off the event loop if it matters."""
         ok = True
         try:
-            if self.tracer_provider is not None:
-                ok = self.tracer_provider.force_flush(timeout_millis) and ok
-            if self.logger_provider is not None:
-                ok = bool(self.logger_provider.force_flush(timeout_millis)) and ok
-            if self.meter_provider is not None:
-                ok = self.meter_provider.force_flush(timeout_millis) and ok
+            for provider in self._own_providers():
+                if provider is self.meter_provider:  # never collect Prometheus off a scrape
+                    ok = bool(_exit.flush_meter_provider(provider, timeout_millis)) and ok
+                else:
+                    ok = bool(provider.force_flush(timeout_millis)) and ok
+            for _, proc in self._attached:
+                ok = bool(proc.force_flush(timeout_millis)) and ok
         except Exception:
             logger.debug("force_flush failed", exc_info=True)
             return False
@@ -333,36 +438,105 @@ class TelemetryHandle:
         ``timeout_millis`` for exports in flight (a black-holed endpoint must not
         hold the exit). Final for the process: OTel lets a global provider be set
         only once."""
-        with self._shutdown_lock:
-            if self._shut:
-                return
-            self._shut = True
-        for h in self._health:  # an endpoint known dead gets no more attempts
-            h.closing = True
-        if self._log_handler is not None:
-            logging.getLogger(sc.LOGGER_NAME).removeHandler(self._log_handler)
-        steps: list[Callable[[], object]] = []
-        if self.tracer_provider is not None:
-            steps.append(self.tracer_provider.shutdown)
-        if self.logger_provider is not None:
-            steps.append(self.logger_provider.shutdown)
-        if self.meter_provider is not None:
-            mp = self.meter_provider
-            steps.append(lambda: mp.shutdown(timeout_millis))
-        steps.append(self._stop_prometheus)
-        # In parallel, so that the exports in flight cost one timeout, not one per signal.
+        if self._shut:
+            return
+        steps = self._exit_steps(final=True)
         threads = [threading.Thread(target=_quietly, args=(step,), daemon=True,
-                                    name="adk_task_telemetry-shutdown") for step in steps]
+                                    name="adk_task_telemetry-shutdown") for _, step in steps]
         for t in threads:
             t.start()
         deadline = time.monotonic() + timeout_millis / 1000.0
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        _exit.unregister(self)
         if any(t.is_alive() for t in threads):
             logger.warning("adk_task_telemetry: gave up waiting for telemetry export after "
-                           "%.1f s at shutdown; what was not sent is dropped",
-                           timeout_millis / 1000.0)
+                           "%.1f s at shutdown: %s did not finish; what was not sent is "
+                           "dropped.", timeout_millis / 1000.0,
+                           "; ".join(w for (w, _), t in zip(steps, threads, strict=True)
+                                     if t.is_alive()))
+            for h in self._health:
+                h.quiet = True
             return  # exporters still running: keep their messages quiet
+        self._exit_done()
+
+    # --- what exit.py needs (see exit.Pipeline) ---------------------------------
+
+    def _exit_steps(self, final: bool) -> list[tuple[str, Callable[[], object]]]:
+        """Flush (or, when final, shut down) each provider and processor of ours."""
+        if final:
+            with self._shutdown_lock:
+                if self._shut:
+                    return []
+                self._shut = True
+            for h in self._health:  # an endpoint known dead gets no more attempts
+                h.closing = True
+            if self._log_handler is not None:
+                logging.getLogger(sc.LOGGER_NAME).removeHandler(self._log_handler)
+        steps: list[tuple[str, Callable[[], object]]] = []
+        ms = _EXIT_TIMEOUT_MS
+        # At a runner close, a signal whose endpoint is known dead (or whose last
+        # export is stuck) is not waited for: the next close would wait again.
+        stuck = set() if final else {h.signal for h in self._health
+                                     if h.stuck(_exit.SHORT_BUDGET_S)}
+
+        def where(signal: str) -> str:
+            t = self.otlp_targets.get(signal)
+            return f"{signal} to {t.endpoint}" if t is not None else signal
+
+        if self.tracer_provider is not None and "traces" not in stuck:
+            tp = self.tracer_provider
+            steps.append((where("traces"), tp.shutdown if final else lambda: tp.force_flush(ms)))
+        if self.logger_provider is not None and "logs" not in stuck:
+            lp = self.logger_provider
+            steps.append((where("logs"), lp.shutdown if final else lambda: lp.force_flush(ms)))
+        if self.meter_provider is not None and "metrics" not in stuck:
+            mp = self.meter_provider
+            steps.append((where("metrics"), (lambda: mp.shutdown(ms)) if final
+                          else (lambda: _exit.flush_meter_provider(mp, ms))))
+        for signal, proc in self._attached:
+            if signal in stuck:
+                continue
+            steps.append((where(signal), proc.shutdown if final
+                          else functools.partial(proc.force_flush, ms)))
+        if final and self._prom_server is not None:
+            steps.append(("the Prometheus endpoint", self._stop_prometheus))
+        return steps
+
+    def _owns(self, provider: object) -> bool:
+        return any(provider is p for p in self._own_providers())
+
+    def _proven(self) -> bool:
+        return all(h.succeeded and not h.failing for h in self._health)
+
+    def _retrying(self) -> bool | None:
+        """None: no export in flight; True: each one in flight waits out a backoff."""
+        busy = [h for h in self._health if h.busy_since is not None]
+        return all(h.retrying() for h in busy) if busy else None
+
+    def _gave_up(self, signals: set[str]) -> set[str]:
+        """A flush gave up on ``signals``: those whose failure was not told yet are
+        told now (the caller's warning names them), not again when the export ends."""
+        fresh = set()
+        for h in self._health:
+            if h.signal in signals and not h.failing and not h.told:
+                h.told = True
+                fresh.add(h.signal)
+        return fresh
+
+    def _exit_timeout_s(self) -> float:
+        return _EXIT_TIMEOUT_MS / 1000.0
+
+    def _interrupt(self) -> None:
+        """Stops the exporters still exporting: retry backoffs end, gRPC calls are
+        cancelled. Each in a thread of its own: a stuck one must not stop the rest."""
+        for h in self._health:
+            h.interrupted = True
+        for exporter in self._guarded:
+            threading.Thread(target=_quietly, args=(exporter._inner.shutdown,), daemon=True,
+                             name="adk_task_telemetry-interrupt").start()
+
+    def _exit_done(self) -> None:
         if self._quiet is not None:
             for name in _EXPORTER_LOGGERS:
                 logging.getLogger(name).removeFilter(self._quiet)
@@ -442,7 +616,7 @@ def configure_telemetry(
             handle.shutdown(timeout_millis=1000)
             raise
         _active = handle
-        _register_atexit()
+        _exit.register(handle, handle.plugin_meter_provider)
         return handle
 
 
@@ -566,17 +740,32 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         handle._health.append(h)
         return h
 
-    existing: list[str] = []
-    # Globals are set only once everything is built: a bad OTEL_BSP_*/OTEL_BLRP_*
-    # value (the SDK raises) must not leave half a setup installed.
+    def guarded(signal: str) -> Any:
+        wrapper = {"traces": _GuardedSpanExporter, "metrics": _GuardedMetricExporter,
+                   "logs": _GuardedLogExporter}[signal]
+        g = wrapper(_exporters(targets[signal]), health(signal))
+        handle._guarded.append(g)
+        return g
+
+    # Globals are set (and processors added to existing providers) only once
+    # everything is built: a bad OTEL_BSP_*/OTEL_BLRP_* value (the SDK raises)
+    # must not leave half a setup installed.
     installs: list[Callable[[], object]] = []
+    told: list[str] = []  # what was done with providers that already existed
+    existing_resources: list[tuple[str, Any]] = []
+
+    def attach(signal: str, provider: Any, add: str, processors: list[Any]) -> None:
+        for proc in processors:
+            installs.append(functools.partial(getattr(provider, add), proc))
+            if not isinstance(proc, OpenSpanProcessor):
+                handle._attached.append((signal, proc))
 
     # --- traces
-    if not install or _is_proxy(trace.get_tracer_provider()):
+    tp_now = trace.get_tracer_provider()
+    if not install or _is_proxy(tp_now):
         tp = TracerProvider(resource=resource, shutdown_on_exit=False)
         if "traces" in targets:
-            tp.add_span_processor(BatchSpanProcessor(_GuardedSpanExporter(
-                _exporters(targets["traces"]), health("traces"))))
+            tp.add_span_processor(BatchSpanProcessor(guarded("traces")))
         if "traces" in consoles:
             tp.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         # Spans a tool leaves open are reported when its run ends.
@@ -584,16 +773,53 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         if install:
             installs.append(lambda: trace.set_tracer_provider(tp))
         handle.tracer_provider = tp
+        handle.actions["traces"] = "installed"
     else:
-        existing.append(f"TracerProvider ({type(trace.get_tracer_provider()).__name__})")
+        existing_resources.append(("traces", getattr(tp_now, "resource", None)))
+        kind = type(tp_now).__name__
+        target = targets.get("traces")
+        if target is not None and _target_key(target) in _exports_to(tp_now):
+            handle.actions["traces"] = "already_exported"
+            told.append(f"traces: the existing {kind} already exports to {target.endpoint}; "
+                        "nothing added")
+        elif not callable(getattr(tp_now, "add_span_processor", None)):
+            handle.actions["traces"] = "not_possible"
+            told.append(f"traces: the existing {kind} takes no span processors; tool_task "
+                        "spans go wherever it sends them")
+        else:
+            procs: list[Any] = []
+            if target is not None:
+                procs.append(BatchSpanProcessor(guarded("traces")))
+            if "traces" in consoles:
+                procs.append(BatchSpanProcessor(ConsoleSpanExporter()))
+            if not _has_open_span_processor(tp_now):
+                procs.append(OpenSpanProcessor())
+            attach("traces", tp_now, "add_span_processor", procs)
+            handle.actions["traces"] = "added_to_existing" if target or "traces" in consoles \
+                else "off"
+            if target is not None:
+                told.append(f"traces: added OTLP export to {target.endpoint} "
+                            f"({target.protocol}) to the existing {kind}")
 
     # --- metrics
-    if not install or _is_proxy(metrics.get_meter_provider()):
+    mp_now = metrics.get_meter_provider()
+    mp_is_new = not install or _is_proxy(mp_now)
+    m_target = targets.get("metrics")
+    if not mp_is_new and m_target is not None and _target_key(m_target) in _exports_to(mp_now):
+        handle.actions["metrics"] = "already_exported"
+        existing_resources.append(("metrics", getattr(getattr(mp_now, "_sdk_config", None),
+                                                     "resource", None)))
+        told.append(f"metrics: the existing {type(mp_now).__name__} already exports to "
+                    f"{m_target.endpoint}; nothing added")
+        if prometheus_port is not None:
+            logger.warning("adk_task_telemetry: the existing MeterProvider already exports "
+                           "metrics, so no Prometheus endpoint was started")
+    elif mp_is_new or m_target is not None or "metrics" in consoles \
+            or prometheus_port is not None:
         readers: list[MetricReader] = []
-        if "metrics" in targets:
+        if m_target is not None:
             readers.append(PeriodicExportingMetricReader(
-                _GuardedMetricExporter(_exporters(targets["metrics"]), health("metrics")),
-                export_interval_millis=interval_ms))
+                guarded("metrics"), export_interval_millis=interval_ms))
         if "metrics" in consoles:
             readers.append(PeriodicExportingMetricReader(
                 ConsoleMetricExporter(preferred_temporality=_cumulative()),
@@ -604,30 +830,69 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                 readers.append(reader)
         mp = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False,
                            exemplar_filter=_exemplar_filter(filter_name))
-        if install:
-            installs.append(lambda: metrics.set_meter_provider(mp))
         handle.meter_provider = mp
+        if mp_is_new:
+            if install:
+                installs.append(lambda: metrics.set_meter_provider(mp))
+            handle.actions["metrics"] = "installed"
+        else:
+            # A MeterProvider takes readers only when it is built: the plugin
+            # records into a provider of its own instead (ADK's own metrics stay
+            # on the existing one). Plugins built before this call keep theirs.
+            handle.plugin_meter_provider = mp
+            handle.actions["metrics"] = "own_meter_provider"
+            existing_resources.append(("metrics", resource))  # ours: named as asked
+            told.append(f"metrics: the plugin records into a MeterProvider of its own "
+                        f"(the existing {type(mp_now).__name__} cannot take readers), exporting"
+                        + (f" to {m_target.endpoint}" if m_target else "")
+                        + "; ADK's own metrics stay on the existing one")
+            earlier = len(getattr(_ledger_module(), "_LEDGERS", ()))
+            if earlier:
+                told.append(f"{earlier} TaskTelemetryPlugin(s) built before "
+                            "configure_telemetry() keep recording metrics into the existing "
+                            "MeterProvider: build the plugin after this call")
     else:
-        existing.append(f"MeterProvider ({type(metrics.get_meter_provider()).__name__})")
-        if prometheus_port is not None:
-            logger.warning("adk_task_telemetry: a MeterProvider is already installed, so no "
-                           "Prometheus endpoint was started (add a PrometheusMetricReader to it)")
+        handle.actions["metrics"] = "off"
+        existing_resources.append(("metrics", resource))  # nothing of ours there to name
 
     # --- logs
-    if not install or _is_proxy(_logs.get_logger_provider()):
+    lp_now = _logs.get_logger_provider()
+    if not install or _is_proxy(lp_now):
         lp = LoggerProvider(resource=resource, shutdown_on_exit=False)
         if "logs" in targets:
-            lp.add_log_record_processor(BatchLogRecordProcessor(_GuardedLogExporter(
-                _exporters(targets["logs"]), health("logs"))))
+            lp.add_log_record_processor(BatchLogRecordProcessor(guarded("logs")))
         if "logs" in consoles:
             lp.add_log_record_processor(BatchLogRecordProcessor(ConsoleLogExporter()))
         if install:
             installs.append(lambda: _logs.set_logger_provider(lp))
         handle.logger_provider = lp
+        handle.actions["logs"] = "installed"
     else:
-        existing.append(f"LoggerProvider ({type(_logs.get_logger_provider()).__name__})")
-    for set_global in installs:
-        set_global()
+        existing_resources.append(("logs", getattr(lp_now, "resource", None)))
+        kind = type(lp_now).__name__
+        target = targets.get("logs")
+        if target is not None and _target_key(target) in _exports_to(lp_now):
+            handle.actions["logs"] = "already_exported"
+            told.append(f"logs: the existing {kind} already exports to {target.endpoint}; "
+                        "nothing added")
+        elif not callable(getattr(lp_now, "add_log_record_processor", None)):
+            handle.actions["logs"] = "not_possible"
+            told.append(f"logs: the existing {kind} takes no log record processors; orphan "
+                        "log records go wherever it sends them")
+        else:
+            lprocs: list[Any] = []
+            if target is not None:
+                lprocs.append(BatchLogRecordProcessor(guarded("logs")))
+            if "logs" in consoles:
+                lprocs.append(BatchLogRecordProcessor(ConsoleLogExporter()))
+            attach("logs", lp_now, "add_log_record_processor", lprocs)
+            handle.actions["logs"] = "added_to_existing" if lprocs else "off"
+            if target is not None:
+                told.append(f"logs: added OTLP export to {target.endpoint} "
+                            f"({target.protocol}) to the existing {kind}")
+
+    for step in installs:
+        step()
     if install:
         handle._log_handler = _bridge_logger(_logs.get_logger_provider())
 
@@ -639,11 +904,100 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
         for name in _QUEUE_LOGGERS:
             logging.getLogger(name).addFilter(outage)
 
-    if existing and not _told_existing:
+    if existing_resources and not _told_existing:
         _told_existing = True
-        logger.warning(
-            "adk_task_telemetry: left alone the %s the application (or ADK) already "
-            "installed; tool_task telemetry goes wherever it sends it", ", ".join(existing))
+        _tell_existing(told, existing_resources, resource)
+
+
+def _tell_existing(told: list[str], existing: list[tuple[str, Any]], ours: Resource) -> None:
+    """One message: what was done with each provider that was already installed, and
+    that their resource (service.name) stays as it is."""
+    want = ours.attributes.get("service.name")
+    differs = []
+    for signal, res in existing:
+        have = getattr(res, "attributes", {}).get("service.name") if res is not None else None
+        if have != want:
+            differs.append((signal, have))
+    text = ("adk_task_telemetry: OpenTelemetry providers were already installed (by ADK's "
+            "server or the application). " + ("; ".join(told) + "." if told else ""))
+    if differs:
+        signals = ", ".join(s for s, _ in differs)
+        names = sorted({str(h) for _, h in differs})
+        text += (f" An existing provider's resource cannot be changed: {signals} keep "
+                 f"service.name={' / '.join(names)} (asked for {want!s}); set "
+                 "OTEL_SERVICE_NAME (and OTEL_RESOURCE_ATTRIBUTES) before the server starts "
+                 "to name them.")
+        logger.warning(text)
+    else:
+        logger.info(text)
+
+
+def _ledger_module() -> Any:
+    from . import ledger
+
+    return ledger
+
+
+def _has_open_span_processor(provider: Any) -> bool:
+    return any(isinstance(p, OpenSpanProcessor) for p in _walk(provider))
+
+
+def _target_key(target: _env.OtlpTarget) -> tuple[str, str]:
+    """How an OTLP target is compared with exporters found in an existing provider."""
+    if target.protocol == _env.GRPC:
+        return (_env.GRPC, _netloc(target.endpoint))
+    return (_env.HTTP, _norm_url(target.endpoint))
+
+
+def _netloc(endpoint: str) -> str:
+    import urllib.parse
+
+    parsed = urllib.parse.urlparse(endpoint if "://" in endpoint else "http://" + endpoint)
+    return parsed.netloc.lower()
+
+
+def _norm_url(url: str) -> str:
+    return url.strip().rstrip("/").lower()
+
+
+_CHILD_ATTRS = ("_active_span_processor", "_span_processors", "_multi_log_record_processor",
+                "_log_record_processors", "_metric_readers", "_sdk_config", "metric_readers",
+                "_batch_processor",
+                "_exporter", "span_exporter", "_inner")
+
+
+def _walk(obj: Any, depth: int = 0) -> list[Any]:
+    """Processors, readers and exporters inside a provider (private SDK attributes,
+    read defensively: a layout we do not know yields nothing)."""
+    if depth > 6 or obj is None:
+        return []
+    found: list[Any] = []
+    for name in _CHILD_ATTRS:
+        try:
+            child = getattr(obj, name, None)
+        except Exception:
+            continue
+        children = child if isinstance(child, (list, tuple)) else [child]
+        for c in children:
+            if c is not None and not isinstance(c, (str, bytes, int, float)):
+                found.append(c)
+                found.extend(_walk(c, depth + 1))
+    return found
+
+
+def _exports_to(provider: Any) -> set[tuple[str, str]]:
+    """The OTLP (protocol, endpoint) pairs an existing provider exports to."""
+    out: set[tuple[str, str]] = set()
+    for obj in _walk(provider):
+        module = type(obj).__module__
+        endpoint = getattr(obj, "_endpoint", None)
+        if not module.startswith("opentelemetry.exporter.otlp.proto.") or not endpoint:
+            continue
+        if ".grpc" in module:
+            out.add((_env.GRPC, _netloc(str(endpoint))))
+        else:
+            out.add((_env.HTTP, _norm_url(str(endpoint))))
+    return out
 
 
 def _exemplar_filter(name: str) -> Any:
@@ -669,7 +1023,23 @@ def _bridge_logger(provider: Any) -> logging.Handler | None:
     # Our own export-health messages are about the pipeline itself: keep them local.
     handler.addFilter(lambda r: not r.name.startswith(logger.name))
     ours.addHandler(handler)
+    # With a handler on our logger, Python's last-resort stderr output no longer
+    # applies to it: without one on the root logger, our export warnings would vanish.
+    if not any(isinstance(h, _LastResort) for h in logger.handlers):
+        logger.addHandler(_LastResort())
     return handler
+
+
+class _LastResort(logging.Handler):
+    """What ``logging.lastResort`` does for an application that configured no logging
+    (WARNING and above to stderr), for our export warnings only."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers and logging.lastResort is not None:
+            logging.lastResort.handle(record)
 
 
 def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricReader | None:
@@ -695,18 +1065,3 @@ def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricRe
     logger.info("adk_task_telemetry: Prometheus metrics on http://%s:%s/metrics",
                 host, handle.prometheus_port)
     return reader
-
-
-def _register_atexit() -> None:
-    global _atexit_registered
-    if not _atexit_registered:
-        atexit.register(_at_exit)
-        _atexit_registered = True
-
-
-def _at_exit() -> None:
-    # Runs still in flight are reported (trigger `shutdown`) before the flush.
-    shutdown_all()
-    handle = _active
-    if handle is not None:
-        handle.shutdown(timeout_millis=_EXIT_TIMEOUT_MS)

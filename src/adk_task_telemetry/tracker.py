@@ -194,12 +194,17 @@ class Tracker:
         if run is not None:
             self._end_run(run, trigger)
 
-    def closed(self) -> None:
+    def closed(self) -> bool:
         """The plugin is closed: ends the runs that are no longer running. A Runner's
-        close() does not stop runs in progress, and one plugin may serve many Runners."""
+        close() does not stop runs in progress, and one plugin may serve many Runners.
+        Returns whether any run is still in progress."""
+        busy = False
         for run in list(self._runs.values()):
-            if not run.still_running():
+            if run.still_running():
+                busy = True
+            else:
                 self._end_run(run, sc.EndTrigger.PLUGIN_CLOSE)
+        return busy
 
     def shutdown(self) -> int:
         """The process exits: every run ends now. Returns the number of orphans."""
@@ -515,6 +520,8 @@ def _drop_idle_run(tracker_ref: weakref.ref[Tracker], invocation_id: str) -> Non
 
 
 def register_shutdown() -> None:
-    """(Re)registers shutdown_all at exit so that it runs before handlers made earlier."""
+    """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
     atexit.unregister(shutdown_all)
-    atexit.register(shutdown_all)
+    from .exit import install
+
+    install()
