@@ -846,7 +846,7 @@ def _build(handle: TelemetryHandle, *, service_name: str | None, service_version
                         f"(the existing {type(mp_now).__name__} cannot take readers), exporting"
                         + (f" to {m_target.endpoint}" if m_target else "")
                         + "; ADK's own metrics stay on the existing one")
-            earlier = len(getattr(_ledger_module(), "_LEDGERS", ()))
+            earlier = len(_tracker_module().trackers())
             if earlier:
                 told.append(f"{earlier} TaskTelemetryPlugin(s) built before "
                             "configure_telemetry() keep recording metrics into the existing "
@@ -932,10 +932,10 @@ def _tell_existing(told: list[str], existing: list[tuple[str, Any]], ours: Resou
         logger.info(text)
 
 
-def _ledger_module() -> Any:
-    from . import ledger
+def _tracker_module() -> Any:
+    from . import tracker
 
-    return ledger
+    return tracker
 
 
 def _has_open_span_processor(provider: Any) -> bool:
