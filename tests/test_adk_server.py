@@ -104,13 +104,13 @@ def test_run_with_parallel_calls(served: tuple[Server, Received]) -> None:
 
 
 def _settled(server: Server, orphans: int = 0) -> dict[str, Any]:
-    """The plugin's state once the run is over: nothing open (and only ``orphans``
-    still running) must hold at once; an idle run record may wait for the garbage
-    collector (the plugin's backstop when ADK sends no end signal at all: seen after
-    an SSE disconnect on 1.39.1 and a websocket disconnect on 2.13)."""
-    state = server.wait_state(lambda s: s["open"] == 0 and s["orphans"] == orphans)
-    assert (state["open"], state["orphans"]) == (0, orphans), state
-    return state if state["runs"] == 0 else server.state(gc=True)
+    """The plugin's state once the run is over: nothing open, no run record left, and
+    only ``orphans`` still running. ADK's run span ends however the run unwinds (an SSE
+    or websocket disconnect too), so no garbage collection is needed for this."""
+    state = server.wait_state(
+        lambda s: s["open"] == 0 and s["orphans"] == orphans and s["runs"] == 0)
+    assert (state["runs"], state["open"], state["orphans"]) == (0, 0, orphans), state
+    return state
 
 
 def test_sse_client_disconnects_mid_tool(served: tuple[Server, Received]) -> None:

@@ -161,10 +161,11 @@ class Tracker:
             self._watch(run)
 
     def _watch(self, run: RunRecord) -> None:
-        """Keeps ``on_driver_done`` on the current driver while the run has open tasks
-        (and only then: a caller's task may serve thousands of runs)."""
+        """Keeps ``on_driver_done`` on the current driver: ADK's own run task for the
+        run's whole life (it ends with the run), a caller's task only while the run has
+        open tasks (it may serve thousands of runs)."""
         watched = run.watched_ref() if run.watched_ref is not None else None
-        task = run.driver if run.tasks else None
+        task = run.driver if run.tasks or run.driver_is_run else None
         if watched is task:
             return
         if watched is not None and run.on_driver_done is not None:
@@ -225,7 +226,8 @@ class Tracker:
             return
         if self._runs.get(run.invocation_id) is run:
             del self._runs[run.invocation_id]
-        self._watch(run)  # no tasks left: detaches from the driver
+        run.driver_ref = None
+        self._watch(run)  # detaches from the driver
         if run.finalizer is not None:
             run.finalizer.detach()
         if run.spawned:
@@ -234,7 +236,6 @@ class Tracker:
         if run.span is not None and trigger != sc.EndTrigger.RUN_SPAN_END:
             open_spans.forget_run_span(run.span)
         run.span = None
-        run.driver_ref = None
 
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
@@ -481,6 +482,7 @@ class Tracker:
         run = self._runs.get(invocation_id)
         if run is not None and not run.tasks:
             del self._runs[invocation_id]
+            run.driver_ref = None
             self._watch(run)
             if run.finalizer is not None:
                 run.finalizer.detach()
