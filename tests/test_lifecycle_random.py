@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from adk_task_telemetry import adk_compat
-from adk_task_telemetry.scenarios.generated import Spec, generate, normalize, run_spec
+from adk_task_telemetry.scenarios.generated import Spec, generate, run_spec
 
 from .conftest import Telemetry
 from .lifecycle_oracle import check
@@ -37,13 +37,31 @@ class Known:
     applies: Callable[[], bool] = lambda: True
 
 
+_PER_EVENT_TIMEOUT = ("issue 10: ADK 1.x per-event timeout: a call that cleans up after its "
+                      "step was cancelled outlives the run and is never reported orphaned "
+                      "(span ends 'cancelled'), lead fixing")
+
 #: Plugin bugs found by this test, each a fixed regression case.
-KNOWN: list[Known] = []
+KNOWN: list[Known] = [
+    Known(44, "seed=44 async caller=timeout_event k=5 [slow#c1 | sync#c2,agent_tool#-,slow#c3 "
+          "| hang#c4,stubborn#c5,stubborn#c6]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
+    Known(95, "seed=95 async caller=timeout_event k=1 [slow#c1,sync#c1,sync#c2,flaky#c3,sync#c4 "
+          "| agent_tool#c5,fast#c6,hang#c7,slow#c7,stubborn#c8 | hang#c9,spawn#c10,fast#c11,"
+          "stubborn#c12,ticket#c13]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
+]
+
+
+_warm = False
 
 
 async def _run_and_check(seed: int, telemetry: Telemetry,
                          caplog: pytest.LogCaptureFixture) -> None:
+    global _warm
     spec: Spec = generate(seed)
+    if not _warm:  # the first run in a process is slow (imports, caches): not a scenario's
+        _warm = True
+        _, handle = await run_spec(spec, [])
+        await handle.close()
     plugin = telemetry.plugin()
     with caplog.at_level(logging.WARNING, logger="opentelemetry"):
         outcome, handle = await run_spec(spec, [plugin])
@@ -54,10 +72,9 @@ async def _run_and_check(seed: int, telemetry: Telemetry,
     problems = check(outcome, telemetry, plugin, [r.getMessage() for r in caplog.records])
     bare, bare_handle = await run_spec(spec, [])
     await bare_handle.close()
-    with_plugin, without = normalize(outcome.events), normalize(bare.events)
+    with_plugin, without = outcome.normalized_events(), bare.normalized_events()
     if spec.mode == "live":
-        # Background tools (streaming, non-blocking) answer when they finish: their
-        # order against each other is timing, not a property of the run.
+        # Live events come from concurrent tasks: their order is partly timing.
         with_plugin, without = sorted(with_plugin), sorted(without)
     if with_plugin != without:
         problems.append(f"events differ with the plugin: {with_plugin} vs without: {without}")
