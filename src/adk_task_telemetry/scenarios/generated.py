@@ -73,6 +73,10 @@ SLOW = 0.03
 #: so which one ends first (a failure before a sibling's answer) is the same in
 #: every run.
 STAGGER = 0.003
+#: Siblings of a failing call wait this much longer (they are cancelled by the
+#: failure, so it costs nothing): even a loop that a loaded machine stalls sees
+#: the failure first.
+FAIL_FIRST = 0.1
 HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
 STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
 STREAM_TICK = 0.01
@@ -491,9 +495,8 @@ class _LiveLlm(ScriptedLlm):
 
 
 def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
-    # A failing call fails the turn: its siblings wait SLOW longer, so that even a
-    # loop stalled by a loaded machine sees the failure first in every run.
-    extra = SLOW if any(c.tool == "fail" for c in calls) else 0.0
+    # A failing call fails the turn: its siblings wait FAIL_FIRST longer.
+    extra = FAIL_FIRST if any(c.tool == "fail" for c in calls) else 0.0
 
     def args(i: int, c: CallSpec) -> dict[str, Any]:
         if c.tool == "agent_tool":
