@@ -73,13 +73,18 @@ SLOW = 0.03
 #: so which one ends first (a failure before a sibling's answer) is the same in
 #: every run.
 STAGGER = 0.003
+#: Siblings of a failing call wait this much longer (they are cancelled by the
+#: failure, so it costs nothing): even a loop that a loaded machine stalls sees
+#: the failure first.
+FAIL_FIRST = 0.1
 HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
 STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
 STREAM_TICK = 0.01
 SPAWNED = 0.2
-RUN_TIMEOUT = 0.25
-EVENT_TIMEOUT = 0.15
+RUN_TIMEOUT = 0.4
+EVENT_TIMEOUT = 0.25
 LIVE_DEADLINE = 1.0
+GATE_LIMIT = 5.0  # a safety net only: a cold first run can take a second to reach k
 AFTER_CLOSE = 0.3
 TEARDOWN_LIMIT = 3.0
 
@@ -163,6 +168,11 @@ def generate(seed: int) -> Spec:
                 n += 1
                 call_id = f"c{n}"
             calls.append(CallSpec(tool, call_id))
+        if agent_tool_used and any(c.tool == "fail" for c in calls):
+            # A nested run takes as long as it takes: whether it answers before a
+            # sibling fails the turn would be a race, not a property of the run.
+            calls = [CallSpec("fast", c.call_id) if c.tool == "agent_tool" else c
+                     for c in calls]
         turns.append(tuple(calls))
     # Events the run yields at most: per turn a call event and a response event
     # (and run_async's final text), so the caller's k is always reachable.
@@ -272,7 +282,7 @@ class Outcome:
 
     def normalized_events(self) -> list[tuple[Any, ...]]:
         """Authors, calls and responses by name and id, texts: comparable across runs."""
-        return normalize(self.events)
+        return normalize(self.events, live=self.spec.mode == "live")
 
 
 def _norm_id(call_id: str | None) -> str:
@@ -281,7 +291,12 @@ def _norm_id(call_id: str | None) -> str:
     return call_id or ""
 
 
-def normalize(events: Sequence[Any]) -> list[tuple[Any, ...]]:
+def normalize(events: Sequence[Any], *, live: bool = False) -> list[tuple[Any, ...]]:
+    """Authors, calls and responses by name and normalized id, texts.
+
+    ``live``: without the answers of non-blocking tools, which arrive when their
+    background task finishes, so whether one comes before the caller acts is timing.
+    """
     out: list[tuple[Any, ...]] = []
     for event in events:
         if getattr(event, "partial", False) or not event.content or not event.content.parts:
@@ -291,6 +306,8 @@ def normalize(events: Sequence[Any]) -> list[tuple[Any, ...]]:
             if p.function_call is not None:
                 parts.append(("call", p.function_call.name, _norm_id(p.function_call.id)))
             elif p.function_response is not None:
+                if live and p.function_response.name == "non_blocking":
+                    continue
                 resp = json.dumps(p.function_response.response, sort_keys=True, default=str)
                 parts.append(("response", p.function_response.name,
                               _norm_id(p.function_response.id), resp))
@@ -478,8 +495,13 @@ class _LiveLlm(ScriptedLlm):
 
 
 def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
+    # A failing call fails the turn: its siblings wait FAIL_FIRST longer.
+    extra = FAIL_FIRST if any(c.tool == "fail" for c in calls) else 0.0
+
     def args(i: int, c: CallSpec) -> dict[str, Any]:
-        return {"request": "look it up"} if c.tool == "agent_tool" else {"delay": i * STAGGER}
+        if c.tool == "agent_tool":
+            return {"request": "look it up"}
+        return {"delay": i * STAGGER + (0.0 if c.tool == "fail" else extra)}
     return [types.Part(function_call=types.FunctionCall(name=c.tool, args=args(i, c),
                                                         id=c.call_id))
             for i, c in enumerate(calls)]
@@ -511,6 +533,11 @@ class _Run:
     def _got(self, event: Any) -> None:
         self.out.events.append(event)
 
+    def _counted(self) -> int:
+        """Live events that count towards k: all but a non-blocking tool's answer,
+        which arrives whenever its background task finishes."""
+        return len(normalize(self.out.events, live=True))
+
     async def run(self) -> Outcome:
         session = await self.runner.session_service.create_session(
             app_name=APP_NAME, user_id=USER_ID)
@@ -530,7 +557,10 @@ class _Run:
 
     async def _teardown(self) -> None:
         """Waits until every task of ADK's that appeared during the run has ended."""
-        gc.collect()  # an abandoned generator: let asyncio schedule its aclose()
+        if self.spec.caller == "break":
+            # An abandoned generator: let asyncio schedule its aclose(). Only here:
+            # a collection takes long enough for a tool to finish meanwhile.
+            gc.collect()
         deadline = time.monotonic() + TEARDOWN_LIMIT
         me = asyncio.current_task()
         while True:
@@ -652,7 +682,7 @@ class _Run:
         waits = [asyncio.ensure_future(reached.wait()),
                  asyncio.ensure_future(self.truth.blocked.wait())]
         try:
-            await asyncio.wait([consumer, *waits], timeout=LIVE_DEADLINE,
+            await asyncio.wait([consumer, *waits], timeout=GATE_LIMIT,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waits:
@@ -687,14 +717,14 @@ class _Run:
         try:
             if caller in ("leave", "aclose_k"):
                 stop = answered if caller == "leave" else (
-                    lambda: len(self.out.events) >= spec.k)
+                    lambda: self._counted() >= spec.k)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(consume(stop), LIVE_DEADLINE)
                 self._mark_end()
             elif caller == "close_queue_k":
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(
-                        consume(lambda: len(self.out.events) >= spec.k), LIVE_DEADLINE)
+                        consume(lambda: self._counted() >= spec.k), LIVE_DEADLINE)
                 self._mark_end()
                 queue.close()
                 # Read on until the run ends; what arrives after the close races
@@ -709,9 +739,9 @@ class _Run:
 
                 async def consume_then_wait() -> None:
                     async for event in agen:
-                        if len(self.out.events) < spec.k:
+                        if self._counted() < spec.k:
                             self._got(event)
-                        if len(self.out.events) >= spec.k:
+                        if self._counted() >= spec.k:
                             reached.set()
                 consumer = asyncio.ensure_future(consume_then_wait())
                 await self._until(consumer, reached)
