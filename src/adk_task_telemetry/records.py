@@ -120,6 +120,11 @@ class RunRecord:
         return self.driver_ref() if self.driver_ref is not None else None
 
     def still_running(self) -> bool:
-        """Whether the task running the run's step is alive (so the run goes on)."""
+        """Whether the run goes on. ADK's own run task ends with the run; else ADK's
+        run span, where one records, ends exactly when the run does; else the task
+        last seen reading the run is alive (a caller may hand the generator to a
+        task not seen yet: the weakest of the three)."""
         task = self.driver
+        if not self.driver_is_run and self.span is not None:
+            return getattr(self.span, "end_time", None) is None
         return task is not None and not task.done()

@@ -199,6 +199,10 @@ class Tracker:
         """The plugin is closed: ends the runs that are no longer running. A Runner's
         close() does not stop runs in progress, and one plugin may serve many Runners.
         Returns whether any run is still in progress."""
+        if self.current() is not None:
+            # Closed from inside one of our tool tasks: a nested AgentTool runner
+            # (ADK 1.x closes it when its run is over); the runs around it go on.
+            return True
         busy = False
         for run in list(self._runs.values()):
             if run.still_running():
