@@ -1,9 +1,24 @@
 # The two commands README gives: `make demo` and `make test`. Each installs what it needs.
 SHELL := /bin/bash
 PYTHON ?= python3
-# google-adk versions CI tests: the newest, and the two that still have issue 7058.
+# google-adk versions that run the whole suite: the newest, and the two newest that still
+# have issue 7058. Keep ADK_NEWEST equal to adk_compat.NEWEST_TESTED_ADK.
 ADK_VERSIONS ?= 2.13.0 2.12.0 1.39.1
 ADK_NEWEST := $(firstword $(ADK_VERSIONS))
+# The lifecycle tests (the scenario corpus, and the random lifecycle test where it exists)
+# also run on a spread of older minors in `make test`, and on the latest patch of every
+# minor since 1.14 (the first release with App) in `make matrix`.
+LIFECYCLE_TESTS := tests/test_plugin_lifecycle.py $(wildcard tests/test_lifecycle_random.py)
+ADK_SPREAD ?= 1.14.1 1.20.0 1.33.0 2.0.0 2.5.0 2.9.2
+ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.23.0 \
+  1.24.1 1.25.1 1.26.0 1.27.5 1.28.1 1.29.0 1.30.0 1.31.1 1.32.0 1.33.0 1.34.3 1.35.2 \
+  1.36.2 1.37.0 1.38.0 1.39.1 2.0.0 2.1.0 2.2.0 2.3.0 2.4.0 2.5.0 2.6.3 2.7.1 2.8.0 \
+  2.9.2 2.10.0 2.11.0 2.12.0 2.13.0
+# Other interpreters, each with ADK_NEWEST (a missing one is reported as skipped).
+PYTHONS ?= 3.10 3.13
+# Version venvs that run side by side (2 cores on CI).
+JOBS ?= 2
+MATRIX_OUT := $(VENVS)/matrix
 VENVS := .venvs
 EXTRAS := dev,export
 PYTEST_ARGS ?=
@@ -16,7 +31,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards clean
+.PHONY: demo test lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -60,7 +75,77 @@ unit: venvs system-deps
 	  $(VENVS)/adk-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); \
 	done
 
-test: lint unit
+test: lint unit lifecycle install-check lowest
+	@echo "make test: every step passed"
+
+# --- lifecycle tests on other ADK minors and Pythons ------------------------------
+# Each version has its own venv (.venvs/life-adk-<version>, test tools only) and its own
+# log (.venvs/logs/); up to JOBS run at once, each one's output printed as one block.
+LIFE_VENV = $(VENVS)/life-adk-$(1)
+LIFE_PYTEST = ADK_FUZZ_N=small $(1)/bin/python -m pytest -q -p no:cacheprovider $(LIFECYCLE_TESTS)
+
+$(VENVS)/life-adk-%/.installed: pyproject.toml
+	$(call make_venv,$(VENVS)/life-adk-$*)
+	$(VENVS)/life-adk-$*/bin/pip install -q --upgrade pip
+	$(VENVS)/life-adk-$*/bin/pip install -q -e ".[test]" "google-adk==$*"
+	touch $@
+
+# Runs the lifecycle tests in one venv: prints its log as one block, fails if they fail.
+define run_lifecycle
+@mkdir -p $(VENVS)/logs; log=$(VENVS)/logs/$(2).log; start=$$(date +%s); \
+  if $(call LIFE_PYTEST,$(1)) >$$log 2>&1; then r=PASS; else r=FAIL; fi; \
+  echo "== $(2): lifecycle tests $$r in $$(( $$(date +%s) - start )) s (log: $$log)"; \
+  tail -n 40 $$log | sed 's/^/   /'; test $$r = PASS
+endef
+
+life-adk-%: $(VENVS)/life-adk-%/.installed
+	$(call run_lifecycle,$(VENVS)/life-adk-$*,google-adk-$*)
+
+# python3.X with the newest ADK; an interpreter this machine lacks is a named skip.
+$(VENVS)/py%/.installed: pyproject.toml
+	@if ! command -v python$* >/dev/null; then mkdir -p $(@D); touch $(@D)/.missing; exit 0; fi; \
+	  rm -f $(@D)/.missing; python$* -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
+	  $(@D)/bin/pip install -q -e ".[test]" "google-adk==$(ADK_NEWEST)" && touch $@
+
+life-py%: $(VENVS)/py%/.installed
+	@if [ -e $(VENVS)/py$*/.missing ]; then \
+	  echo "== python$*: SKIPPED: no python$* interpreter on this machine (install it to test it)"; \
+	else $(MAKE) --no-print-directory life-py-run-$*; fi
+
+life-py-run-%:
+	$(call run_lifecycle,$(VENVS)/py$*,python$*-google-adk-$(ADK_NEWEST))
+
+lifecycle:
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_SPREAD),life-adk-$(v)) $(foreach p,$(PYTHONS),life-py$(p))
+
+# pip resolves this package beside an app that pins google-adk, and leaves its ADK alone.
+install-check: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/install_check.py
+
+# The lowest bounds pyproject.toml declares, installed exactly, run the lifecycle tests.
+$(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py
+	$(call make_venv,$(VENVS)/lowest)
+	$(VENVS)/lowest/bin/pip install -q --upgrade pip
+	$(PYTHON) tools/lowest_pins.py > $(VENVS)/lowest/pins.txt
+	$(VENVS)/lowest/bin/pip install -q -e ".[test,prometheus]" -c $(VENVS)/lowest/pins.txt
+	touch $@
+
+lowest: $(VENVS)/lowest/.installed
+	$(call run_lifecycle,$(VENVS)/lowest,lowest-bounds)
+
+# --- matrix: the latest patch of every minor, and docs/versions.md ----------------
+matrix-adk-%: $(VENVS)/life-adk-%/.installed
+	@mkdir -p $(MATRIX_OUT)
+	$(call run_lifecycle,$(VENVS)/life-adk-$*,google-adk-$*) ; echo $$? > $(MATRIX_OUT)/$*.rc; \
+	  $(VENVS)/life-adk-$*/bin/adk-task-telemetry audit --json > $(MATRIX_OUT)/$*.json 2>/dev/null; \
+	  test "$$(cat $(MATRIX_OUT)/$*.rc)" = 0
+
+matrix:
+	@rm -rf $(MATRIX_OUT); $(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_MINORS),matrix-adk-$(v)) $(foreach p,$(PYTHONS),life-py$(p)) \
+	  install-check lowest; rc=$$?; \
+	  $(PYTHON) tools/versions_doc.py $(MATRIX_OUT) docs/versions.md $(ADK_MINORS); exit $$rc
 
 # Benchmarks get a virtualenv of their own: the OpenInference instrumentor they
 # compare against pulls a newer OpenTelemetry SDK than the test venvs pin.

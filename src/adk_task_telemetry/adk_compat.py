@@ -1,12 +1,16 @@
 """Everything that differs between the google-adk versions we support, in one place.
 
-Supported and tested: 1.39.1, 2.12.0 and 2.13.x. Everything here reads ADK state
-defensively: a shape we do not recognise yields ``None``, never an exception.
+Supported: google-adk 1.14 (the first release with ``App``) and newer. Every
+difference is detected by feature (a field, a method, a module), never by version
+number; ``make matrix`` checks each probe on the latest patch of every minor since
+1.14 (docs/versions.md). Everything here reads ADK state defensively: a shape we do
+not recognise yields ``None``, never an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import logging
 import os
@@ -29,15 +33,95 @@ try:
     ADK_VERSION_STRING = version("google-adk")
 except PackageNotFoundError:  # pragma: no cover - ADK is a dependency
     ADK_VERSION_STRING = "0.0.0"
+#: For display and for the "newer than tested" note only: no behaviour depends on it.
 ADK_VERSION = _parse(ADK_VERSION_STRING)
 
-#: ADK keeps live background tools per function-call id from 2.13 on (the fix of
-#: issue 7058); before that, per tool name.
-HAS_BACKGROUND_TOOL_REGISTRY = ADK_VERSION >= (2, 13, 0)
-#: ``on_run_error_callback`` exists only in 2.x.
-HAS_RUN_ERROR_CALLBACK = ADK_VERSION >= (2, 0, 0)
-#: ADK 1.x fires no plugin hook when a live run tears down its background tools.
-NEEDS_LIVE_TEARDOWN_HOOK = ADK_VERSION < (2, 0, 0)
+#: The newest google-adk release this package was tested on (the Makefile's ADK_NEWEST).
+NEWEST_TESTED_ADK = "2.13.0"
+#: The oldest release supported (pyproject.toml's lower bound).
+OLDEST_SUPPORTED_ADK = "1.14.0"
+
+
+# --- feature probes -------------------------------------------------------------
+
+
+def _has_attr(module: str, cls: str, attr: str) -> bool:
+    try:
+        obj = getattr(importlib.import_module(module), cls)
+    except Exception:  # an ADK without that module or class
+        return False
+    return hasattr(obj, attr)
+
+
+def _has_private_attr(module: str, cls: str, attr: str) -> bool:
+    """A pydantic model class declares private attribute ``attr``."""
+    try:
+        obj = getattr(importlib.import_module(module), cls)
+    except Exception:
+        return False
+    return attr in (getattr(obj, "__private_attributes__", None) or {})
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except Exception:  # a parent package that does not exist
+        return False
+
+
+#: ADK keeps live background tools per function-call id
+#: (``InvocationContext._active_background_tools``: the fix of issue 7058, 2.13);
+#: before that, per tool name (``active_streaming_tools``).
+HAS_BACKGROUND_TOOL_REGISTRY = _has_private_attr(
+    "google.adk.agents.invocation_context", "InvocationContext", "_active_background_tools")
+#: ``BasePlugin.on_run_error_callback`` exists (2.x, but not 2.0.0): ADK tells plugins
+#: that a run raised.
+HAS_RUN_ERROR_CALLBACK = _has_attr(
+    "google.adk.plugins.base_plugin", "BasePlugin", "on_run_error_callback")
+#: ADK 2.x's node runtime (``google.adk.workflow``): the task current when a live run
+#: starts is ADK's own and ends at teardown, so the plugin sees the run end there.
+HAS_NODE_RUNTIME = _has_module("google.adk.workflow")
+#: Live teardown stops background tools in ``BaseLlmFlow._stop_background_tool_tasks``
+#: (1.39; absent before: such an ADK cancels no background tool at teardown).
+HAS_STOP_BACKGROUND_TOOL_TASKS = _has_attr(
+    "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow", "_stop_background_tool_tasks")
+#: ADK fires no plugin hook when a live run tears down its background tools and the
+#: run's end is not otherwise visible (1.x): the plugin wraps that one method.
+NEEDS_LIVE_TEARDOWN_HOOK = HAS_STOP_BACKGROUND_TOOL_TASKS and not HAS_NODE_RUNTIME
+
+
+def features() -> dict[str, bool]:
+    """Every probe and its answer on the installed ADK (docs/versions.md shows them)."""
+    return {
+        "background_tool_registry": HAS_BACKGROUND_TOOL_REGISTRY,
+        "run_error_callback": HAS_RUN_ERROR_CALLBACK,
+        "node_runtime": HAS_NODE_RUNTIME,
+        "stop_background_tool_tasks": HAS_STOP_BACKGROUND_TOOL_TASKS,
+        "live_teardown_hook": NEEDS_LIVE_TEARDOWN_HOOK,
+        "abort_signal": runner_accepts_abort_signal(),
+    }
+
+
+def is_newer_than_tested(installed: str = ADK_VERSION_STRING) -> bool:
+    return _parse(installed) > _parse(NEWEST_TESTED_ADK)
+
+
+_newer_noted = False
+
+
+def note_untested_adk() -> None:
+    """Logs once per process (INFO) that the installed ADK is newer than any tested.
+
+    The plugin keeps working: every difference it relies on is probed by feature.
+    """
+    global _newer_noted
+    if _newer_noted or not is_newer_than_tested():
+        return
+    _newer_noted = True
+    logger.info(
+        "adk_task_telemetry: google-adk %s is newer than the newest tested (%s); "
+        "features detected: %s", ADK_VERSION_STRING, NEWEST_TESTED_ADK,
+        ", ".join(f"{k}={v}" for k, v in features().items()))
 
 
 def runner_accepts_abort_signal() -> bool:
@@ -132,7 +216,11 @@ def add_live_teardown_listener(listener: Any) -> None:
     ADK 1.x has no plugin hook at that moment, so on 1.x only we wrap
     ``BaseLlmFlow._stop_background_tool_tasks`` once per process. The wrapper calls
     the original first and swallows anything a listener raises.
+
+    Every plugin calls this from its constructor, so it is also where the once-per-
+    process note about an ADK newer than the newest tested is logged.
     """
+    note_untested_adk()
     if not NEEDS_LIVE_TEARDOWN_HOOK:
         return
     _teardown_listeners.add(listener)
