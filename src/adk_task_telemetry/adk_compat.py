@@ -69,25 +69,58 @@ def _has_module(name: str) -> bool:
         return False
 
 
+def _source_mentions(module: str, func: str, text: str) -> bool | None:
+    """Whether ADK function ``module.func`` mentions ``text``; None if it is not there."""
+    try:
+        fn = getattr(importlib.import_module(module), func)
+        return text in inspect.getsource(fn)
+    except Exception:  # moved, renamed, or no source
+        return None
+
+
+_FUNCTIONS = "google.adk.flows.llm_flows.functions"
+
 #: ADK keeps live background tools per function-call id
 #: (``InvocationContext._active_background_tools``: the fix of issue 7058, 2.13);
 #: before that, per tool name (``active_streaming_tools``).
 HAS_BACKGROUND_TOOL_REGISTRY = _has_private_attr(
     "google.adk.agents.invocation_context", "InvocationContext", "_active_background_tools")
-#: ``BasePlugin.on_run_error_callback`` exists (2.x, but not 2.0.0): ADK tells plugins
-#: that a run raised.
+#: ``BasePlugin.on_run_error_callback`` exists (from 2.5): ADK tells plugins that a
+#: run raised.
 HAS_RUN_ERROR_CALLBACK = _has_attr(
     "google.adk.plugins.base_plugin", "BasePlugin", "on_run_error_callback")
 #: ADK 2.x's node runtime (``google.adk.workflow``): the task current when a live run
 #: starts is ADK's own and ends at teardown, so the plugin sees the run end there.
 HAS_NODE_RUNTIME = _has_module("google.adk.workflow")
 #: Live teardown stops background tools in ``BaseLlmFlow._stop_background_tool_tasks``
-#: (1.39; absent before: such an ADK cancels no background tool at teardown).
+#: (1.39, 2.8 to 2.10), the method the live-teardown hook wraps.
 HAS_STOP_BACKGROUND_TOOL_TASKS = _has_attr(
     "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow", "_stop_background_tool_tasks")
+#: Live teardown cancels the run's background (streaming) tools at all: the method
+#: above, or ``google.adk.live._flow_utils.stop_background_tool_tasks`` (2.11 on).
+#: Without it (1.14 to 1.38, 2.0 to 2.7) every streaming call outlives its live run.
+LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS = HAS_STOP_BACKGROUND_TOOL_TASKS or _has_attr(
+    "google.adk.live._flow_utils", "stop_background_tool_tasks", "__call__")
 #: ADK fires no plugin hook when a live run tears down its background tools and the
 #: run's end is not otherwise visible (1.x): the plugin wraps that one method.
 NEEDS_LIVE_TEARDOWN_HOOK = HAS_STOP_BACKGROUND_TOOL_TASKS and not HAS_NODE_RUNTIME
+#: Live tool calls go through the plugins' before/after tool callbacks (from 1.27;
+#: before that ADK calls no plugin tool callback for a live call, so the plugin cannot
+#: see live tool tasks at all). Read from ADK's live call path where it has the old
+#: shape; later layouts (2.9 on) moved it and always call the plugins.
+LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
+    _FUNCTIONS, "_execute_single_function_call_live", "run_before_tool_callback") is not False
+#: A failed parallel call cancels its siblings (from 1.32; before that they keep
+#: running after the step raised).
+FAILED_CALL_CANCELS_SIBLINGS = _source_mentions(
+    _FUNCTIONS, "handle_function_call_list_async", ".cancel()") is not False
+#: ``Runner.close()`` closes the plugins (``PluginManager.close``, from 1.19).
+RUNNER_CLOSES_PLUGINS = _has_attr(
+    "google.adk.plugins.plugin_manager", "PluginManager", "close")
+#: A nested ``AgentTool`` run belongs to the parent's app (from 1.17; before that its
+#: app name is the child agent's name).
+AGENT_TOOL_KEEPS_APP_NAME = _source_mentions(
+    "google.adk.tools.agent_tool", "AgentTool", "app_name=self.agent.name") is not True
 
 
 def features() -> dict[str, bool]:
@@ -97,7 +130,12 @@ def features() -> dict[str, bool]:
         "run_error_callback": HAS_RUN_ERROR_CALLBACK,
         "node_runtime": HAS_NODE_RUNTIME,
         "stop_background_tool_tasks": HAS_STOP_BACKGROUND_TOOL_TASKS,
+        "live_teardown_cancels_background_tools": LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS,
         "live_teardown_hook": NEEDS_LIVE_TEARDOWN_HOOK,
+        "live_calls_run_plugin_callbacks": LIVE_CALLS_RUN_PLUGIN_CALLBACKS,
+        "failed_call_cancels_siblings": FAILED_CALL_CANCELS_SIBLINGS,
+        "runner_closes_plugins": RUNNER_CLOSES_PLUGINS,
+        "agent_tool_keeps_app_name": AGENT_TOOL_KEEPS_APP_NAME,
         "abort_signal": runner_accepts_abort_signal(),
     }
 
