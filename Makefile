@@ -8,7 +8,8 @@ ADK_NEWEST := $(firstword $(ADK_VERSIONS))
 # The lifecycle tests (the scenario corpus, and the random lifecycle test where it exists)
 # also run on a spread of older minors in `make test`, and on the latest patch of every
 # minor since 1.14 (the first release with App) in `make matrix`.
-LIFECYCLE_TESTS := tests/test_plugin_lifecycle.py $(wildcard tests/test_lifecycle_random.py)
+LIFECYCLE_TESTS := tests/test_adk_compat.py tests/test_plugin_lifecycle.py \
+  $(wildcard tests/test_lifecycle_random.py)
 ADK_SPREAD ?= 1.14.1 1.20.0 1.33.0 2.0.0 2.5.0 2.9.2
 ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.23.0 \
   1.24.1 1.25.1 1.26.0 1.27.5 1.28.1 1.29.0 1.30.0 1.31.1 1.32.0 1.33.0 1.34.3 1.35.2 \
@@ -120,8 +121,9 @@ lifecycle:
 	  $(foreach v,$(ADK_SPREAD),life-adk-$(v)) $(foreach p,$(PYTHONS),life-py$(p))
 
 # pip resolves this package beside an app that pins google-adk, and leaves its ADK alone.
-install-check: $(VENVS)/adk-$(ADK_NEWEST)/.installed
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/install_check.py
+install-check: venvs
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/install_check.py \
+	  $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/bin/python)
 
 # The lowest bounds pyproject.toml declares, installed exactly, run the lifecycle tests.
 $(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py

@@ -28,7 +28,7 @@ from adk_task_telemetry._render import innermost_user_frame
 from adk_task_telemetry.cli import main
 from adk_task_telemetry.scenarios import SCENARIOS
 
-BUGGY = adk_compat.ADK_VERSION < (2, 13, 0)
+BUGGY = not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY  # ADK issue 7058, fixed in 2.13
 #: What audit and demo run by default (scenarios leaking on every ADK version only
 #: when named).
 CORPUS = [n for n, s in SCENARIOS.items() if getattr(s, "audit", True)]

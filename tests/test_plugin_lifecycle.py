@@ -263,10 +263,12 @@ async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogC
             return
         # The orphans reported are exactly the calls still running.
         assert {str((s.attributes or {})[sc.GEN_AI_TOOL_CALL_ID]) for s in orphans} == lost
-        # How the plugin learned that the run ended: ADK 2.x's own run task ends at
-        # teardown; 1.39 has the teardown hook; before that only Runner.close() tells.
+        # How the plugin learned that the run ended: at teardown where ADK has one (2.x's
+        # run task ends there from 2.8; 1.39 has the teardown hook); on an ADK whose
+        # teardown cancels nothing (1.27 to 1.38, 2.0 to 2.7) only Runner.close() tells.
         triggers = ({"run_task_done", "live_teardown", "after_run"}
-                    if compat.HAS_NODE_RUNTIME or compat.NEEDS_LIVE_TEARDOWN_HOOK
+                    if TEARDOWN_CANCELS and (compat.HAS_NODE_RUNTIME
+                                             or compat.NEEDS_LIVE_TEARDOWN_HOOK)
                     else {"plugin_close"})
         for orphan in orphans:
             (event,) = _events(orphan, sc.EVENT_ORPHANED_TASK)

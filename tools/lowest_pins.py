@@ -25,6 +25,9 @@ def lowest_pins(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
         if m is None:
             sys.exit(f"lowest_pins: not a plain lower bound: {req!r}")
         pins.append(f"{m.group(1)}=={m.group(2)}")
+    # Not ours: google-adk 1.14.0's own lowest google-cloud-aiplatform. Newer ones need a
+    # newer google-genai, and without this pip backtracks through hundreds of them.
+    pins.append("google-cloud-aiplatform==1.95.1")
     return pins
 
 

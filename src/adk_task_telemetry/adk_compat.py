@@ -110,10 +110,17 @@ NEEDS_LIVE_TEARDOWN_HOOK = HAS_STOP_BACKGROUND_TOOL_TASKS and not HAS_NODE_RUNTI
 #: shape; later layouts (2.9 on) moved it and always call the plugins.
 LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
     _FUNCTIONS, "_execute_single_function_call_live", "run_before_tool_callback") is not False
+def _failed_call_cancels_siblings() -> bool:
+    # Before 1.32 the function gathers the call tasks itself and cancels none when one
+    # raises; later layouts cancel them (2.9 on: it delegates to a batch executor).
+    gathers = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", "asyncio.gather(")
+    cancels = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", ".cancel()")
+    return not (gathers and not cancels)
+
+
 #: A failed parallel call cancels its siblings (from 1.32; before that they keep
 #: running after the step raised).
-FAILED_CALL_CANCELS_SIBLINGS = _source_mentions(
-    _FUNCTIONS, "handle_function_call_list_async", ".cancel()") is not False
+FAILED_CALL_CANCELS_SIBLINGS = _failed_call_cancels_siblings()
 #: ``Runner.close()`` closes the plugins (``PluginManager.close``, from 1.19).
 RUNNER_CLOSES_PLUGINS = _has_attr(
     "google.adk.plugins.plugin_manager", "PluginManager", "close")
@@ -140,8 +147,9 @@ def features() -> dict[str, bool]:
     }
 
 
-def is_newer_than_tested(installed: str = ADK_VERSION_STRING) -> bool:
-    return _parse(installed) > _parse(NEWEST_TESTED_ADK)
+def is_newer_than_tested(installed: str | None = None) -> bool:
+    """The installed google-adk (or ``installed``) is newer than NEWEST_TESTED_ADK."""
+    return _parse(installed or ADK_VERSION_STRING) > _parse(NEWEST_TESTED_ADK)
 
 
 _newer_noted = False
