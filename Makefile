@@ -67,7 +67,7 @@ system-deps:
 	fi
 
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests benchmarks dashboards deploy/k8s
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests tools benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
 
 unit: venvs system-deps

@@ -7,7 +7,6 @@ depends on whether the installed google-adk has issue 7058 (before 2.13.0).
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import json
 import os
 import platform
@@ -378,8 +377,6 @@ def collector() -> Iterator[tuple[str, list[str]]]:
     server.server_close()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None,
-                    reason="the 'export' extra is not installed")
 def test_demo_otlp_exports_what_it_draws(collector: tuple[str, list[str]]) -> None:
     endpoint, paths = collector
     proc = cli("demo", "-s", "seed_bug", "--otlp", endpoint, "--otlp-protocol", "http/protobuf")

@@ -317,8 +317,8 @@ class _Export:
             configure = setup.configure_telemetry
         except (ImportError, AttributeError) as e:
             raise UsageError(
-                "--otlp needs adk_task_telemetry.setup.configure_telemetry and the "
-                f"'export' extra (pip install 'adk-task-telemetry[export]'): {e}") from e
+                "--otlp needs adk_task_telemetry.setup.configure_telemetry and the OTLP "
+                f"exporters adk-task-telemetry depends on (reinstall it): {e}") from e
         from .plugin import TaskTelemetryPlugin
 
         self.endpoint = endpoint
