@@ -32,7 +32,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo test lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards clean
+.PHONY: demo test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -76,7 +76,13 @@ unit: venvs system-deps
 	  $(VENVS)/adk-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); \
 	done
 
-test: lint unit lifecycle install-check lowest
+# Every venv make test uses, JOBS at a time (pip is mostly one core each).
+all-venvs:
+	@$(MAKE) --no-print-directory -j$(JOBS) $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed) \
+	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
+	  $(foreach p,$(PYTHONS),$(VENVS)/py$(p)/.installed) $(VENVS)/lowest/.installed
+
+test: all-venvs lint unit lifecycle install-check lowest
 	@echo "make test: every step passed"
 
 # --- lifecycle tests on other ADK minors and Pythons ------------------------------

@@ -131,6 +131,18 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         verdict = ("pass" if rc == "0" else "FAIL") + (f" ({summary})" if summary else "")
         lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {feats or '-'} | "
                      f"{_diffs(doc, newest)} | {verdict} |")
+    lines += ["", "## Install (draft for README)", "",
+              "```sh",
+              "pip install adk-task-telemetry                 # OTLP export (gRPC, HTTP) included",
+              "pip install 'adk-task-telemetry[prometheus]'   # + a Prometheus scrape endpoint",
+              "```",
+              "",
+              "It depends on `google-adk>=1.14` with no upper bound, so installing it beside an",
+              "app that pins google-adk (2.9.0, 1.39.0, any release since 1.14) leaves that pin",
+              "alone (`make install-check` shows it with pip's own resolver). On a google-adk",
+              "newer than the newest tested one, the plugin logs one INFO line saying so and",
+              "keeps working: every difference it relies on is probed by feature.",
+              "`[export]` still works: it is the `prometheus` extra under its old name."]
     lines += ["", "## Python", "",
               "The lifecycle tests with the newest google-adk on each interpreter:", ""]
     for r in sorted(logs.glob("python*.result")):
