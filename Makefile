@@ -113,9 +113,14 @@ life-adk-%: $(VENVS)/life-adk-%/.installed
 	$(call run_lifecycle,$(VENVS)/life-adk-$*,google-adk-$*)
 
 # python3.X with the newest ADK; an interpreter this machine lacks is a named skip.
+# The interpreter: python3.X on PATH if it runs (a pyenv shim may not), else pyenv's own.
+find_python = for c in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) \
+  2>/dev/null | sort -V | tail -n 1); do $$c -c '' 2>/dev/null && { echo $$c; break; }; done
+
 $(VENVS)/py%/.installed: pyproject.toml
-	@if ! command -v python$* >/dev/null; then mkdir -p $(@D); touch $(@D)/.missing; exit 0; fi; \
-	  rm -f $(@D)/.missing; python$* -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
+	@py=$$($(call find_python,$*)); mkdir -p $(@D); \
+	  if [ -z "$$py" ]; then touch $(@D)/.missing; exit 0; fi; \
+	  rm -f $(@D)/.missing; $$py -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
 	  $(@D)/bin/pip install -q -e ".[test]" "google-adk==$(ADK_NEWEST)" && touch $@
 
 life-py%: $(VENVS)/py%/.installed

@@ -11,6 +11,7 @@ probes) and ``<v>.rc`` (the lifecycle tests' exit status). LOG_DIR holds the
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,9 @@ def _seed(doc: dict[str, Any]) -> tuple[str, str]:
 
 
 def _diffs(doc: dict[str, Any], newest: dict[str, Any] | None) -> str:
-    if newest is None or doc is newest:
+    if newest is None:
+        return "? (newest not run)"
+    if doc is newest:
         return "reference"
     mine = {s["name"]: s for s in doc["scenarios"]}
     out = []
@@ -128,7 +131,9 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
             continue
         truth, reported = _seed(doc)
         feats = " ".join(SHORT.get(k, k) for k, on in sorted(doc["features"].items()) if on)
-        verdict = ("pass" if rc == "0" else "FAIL") + (f" ({summary})" if summary else "")
+        counts = ", ".join(re.findall(r"\d+ (?:passed|failed|xfailed|xpassed|skipped|errors?)",
+                                      summary))
+        verdict = ("pass" if rc == "0" else "FAIL") + (f" ({counts})" if counts else "")
         lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {feats or '-'} | "
                      f"{_diffs(doc, newest)} | {verdict} |")
     lines += ["", "## Install (draft for README)", "",
