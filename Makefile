@@ -15,7 +15,8 @@ ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.2
   1.24.1 1.25.1 1.26.0 1.27.5 1.28.1 1.29.0 1.30.0 1.31.1 1.32.0 1.33.0 1.34.3 1.35.2 \
   1.36.2 1.37.0 1.38.0 1.39.1 2.0.0 2.1.0 2.2.0 2.3.0 2.4.0 2.5.0 2.6.3 2.7.1 2.8.0 \
   2.9.2 2.10.0 2.11.0 2.12.0 2.13.0
-# Other interpreters, each with ADK_NEWEST (a missing one is reported as skipped).
+# Other interpreters, each with the newest google-adk up to ADK_NEWEST that supports it
+# (2.12 and 2.13 need Python 3.11: 3.10 gets 2.11.0). A missing one is a named skip.
 PYTHONS ?= 3.10 3.13
 # Version venvs that run side by side (2 cores on CI).
 JOBS ?= 2
@@ -121,17 +122,21 @@ $(VENVS)/py%/.installed: pyproject.toml
 	@py=$$($(call find_python,$*)); mkdir -p $(@D); \
 	  if [ -z "$$py" ]; then touch $(@D)/.missing; exit 0; fi; \
 	  rm -f $(@D)/.missing; $$py -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
-	  $(@D)/bin/pip install -q -e ".[test]" "google-adk==$(ADK_NEWEST)" && touch $@
+	  $(@D)/bin/pip install -q -e ".[test]" "google-adk<=$(ADK_NEWEST)" && touch $@
 
 life-py%: $(VENVS)/py%/.installed
 	@if [ -e $(VENVS)/py$*/.missing ]; then mkdir -p $(VENVS)/logs; \
 	  msg="SKIPPED: no python$* interpreter on this machine (install it to test it)"; \
-	  echo "$$msg" > $(VENVS)/logs/python$*-google-adk-$(ADK_NEWEST).result; \
+	  echo "$$msg" > $(VENVS)/logs/python$*.result; \
 	  echo "== python$*: $$msg"; \
 	else $(MAKE) --no-print-directory life-py-run-$*; fi
 
 life-py-run-%:
-	$(call run_lifecycle,$(VENVS)/py$*,python$*-google-adk-$(ADK_NEWEST))
+	@mkdir -p $(VENVS)/logs; $(VENVS)/py$*/bin/python -c "import platform; \
+	  from importlib.metadata import version; \
+	  print(f'Python {platform.python_version()}, google-adk {version(\"google-adk\")}')" \
+	  > $(VENVS)/logs/python$*.versions
+	$(call run_lifecycle,$(VENVS)/py$*,python$*)
 
 lifecycle:
 	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \

@@ -151,7 +151,9 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
     lines += ["", "## Python", "",
               "The lifecycle tests with the newest google-adk on each interpreter:", ""]
     for r in sorted(logs.glob("python*.result")):
-        lines.append(f"- {r.stem}: {r.read_text().strip()}")
+        ran = r.with_suffix(".versions")
+        what = f" ({ran.read_text().strip()})" if ran.exists() else ""
+        lines.append(f"- {r.stem}{what}: {r.read_text().strip()}")
     low = logs / "lowest-bounds.result"
     lines += ["", "## Lowest bounds", "",
               "pyproject.toml's lowest bounds installed exactly (tools/lowest_pins.py; "
