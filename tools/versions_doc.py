@@ -136,6 +136,7 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         verdict = ("pass" if rc == "0" else "FAIL") + (f" ({counts})" if counts else "")
         lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {feats or '-'} | "
                      f"{_diffs(doc, newest)} | {verdict} |")
+    lines += ["", "Features: " + ", ".join(f"{s} = `{k}`" for k, s in SHORT.items()) + "."]
     lines += ["", "## Install (draft for README)", "",
               "```sh",
               "pip install adk-task-telemetry                 # OTLP export (gRPC, HTTP) included",
