@@ -84,7 +84,9 @@ all-venvs:
 	  $(foreach p,$(PYTHONS),$(VENVS)/py$(p)/.installed) $(VENVS)/lowest/.installed
 
 test: all-venvs lint unit lifecycle install-check lowest
-	@echo "make test: every step passed"
+	@echo "make test: every step passed"; \
+	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result); do \
+	    grep -h '^SKIPPED' $$f 2>/dev/null | sed 's/^/  1 skipped: /'; done; true
 
 # --- lifecycle tests on other ADK minors and Pythons ------------------------------
 # Each version has its own venv (.venvs/life-adk-<version>, test tools only) and its own
