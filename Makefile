@@ -1,9 +1,26 @@
 # The two commands README gives: `make demo` and `make test`. Each installs what it needs.
 SHELL := /bin/bash
 PYTHON ?= python3
-# google-adk versions CI tests: the newest, and the two that still have issue 7058.
+# google-adk versions that run the whole suite: the newest, and the two newest that still
+# have issue 7058. Keep ADK_NEWEST equal to adk_compat.NEWEST_TESTED_ADK.
 ADK_VERSIONS ?= 2.13.0 2.12.0 1.39.1
 ADK_NEWEST := $(firstword $(ADK_VERSIONS))
+# The lifecycle tests (the scenario corpus, and the random lifecycle test where it exists)
+# also run on a spread of older minors in `make test`, and on the latest patch of every
+# minor since 1.14 (the first release with App) in `make matrix`.
+LIFECYCLE_TESTS := tests/test_adk_compat.py tests/test_plugin_lifecycle.py \
+  $(wildcard tests/test_lifecycle_random.py)
+ADK_SPREAD ?= 1.14.1 1.20.0 1.33.0 2.0.0 2.5.0 2.9.2
+ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.23.0 \
+  1.24.1 1.25.1 1.26.0 1.27.5 1.28.1 1.29.0 1.30.0 1.31.1 1.32.0 1.33.0 1.34.3 1.35.2 \
+  1.36.2 1.37.0 1.38.0 1.39.1 2.0.0 2.1.0 2.2.0 2.3.0 2.4.0 2.5.0 2.6.3 2.7.1 2.8.0 \
+  2.9.2 2.10.0 2.11.0 2.12.0 2.13.0
+# Other interpreters, each with the newest google-adk up to ADK_NEWEST that supports it
+# (2.12 and 2.13 need Python 3.11: 3.10 gets 2.11.0). A missing one is a named skip.
+PYTHONS ?= 3.10 3.13
+# Version venvs that run side by side (2 cores on CI).
+JOBS ?= 2
+MATRIX_OUT = $(VENVS)/matrix
 VENVS := .venvs
 EXTRAS := dev,export,instrument
 PYTEST_ARGS ?=
@@ -16,7 +33,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo test lint unit system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
+.PHONY: demo test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -51,7 +68,7 @@ system-deps:
 	fi
 
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests benchmarks dashboards deploy/k8s
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests tools benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
 
 unit: venvs system-deps
@@ -60,23 +77,110 @@ unit: venvs system-deps
 	  $(VENVS)/adk-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); \
 	done
 
-test: lint unit
+# Every venv make test uses, JOBS at a time (pip is mostly one core each).
+all-venvs:
+	@$(MAKE) --no-print-directory -j$(JOBS) $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed) \
+	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
+	  $(foreach p,$(PYTHONS),$(VENVS)/py$(p)/.installed) $(VENVS)/lowest/.installed
 
-# Benchmarks get a virtualenv of their own: the OpenInference instrumentor they
-# compare against pulls a newer OpenTelemetry SDK than the test venvs pin.
-BENCH_PY := $(VENVS)/bench/bin/python
+test: all-venvs lint unit lifecycle install-check lowest
+	@echo "make test: every step passed"; \
+	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result); do \
+	    grep -h '^SKIPPED' $$f 2>/dev/null | sed 's/^/  1 skipped: /'; done; true
 
-$(VENVS)/bench/.installed: pyproject.toml
-	$(call make_venv,$(VENVS)/bench)
-	$(VENVS)/bench/bin/pip install -q --upgrade pip
-	$(VENVS)/bench/bin/pip install -q -e ".[export,bench]" "google-adk==$(ADK_NEWEST)"
+# --- lifecycle tests on other ADK minors and Pythons ------------------------------
+# Each version has its own venv (.venvs/life-adk-<version>, test tools only) and its own
+# log (.venvs/logs/); up to JOBS run at once, each one's output printed as one block.
+LIFE_VENV = $(VENVS)/life-adk-$(1)
+LIFE_PYTEST = ADK_FUZZ_N=small $(1)/bin/python -m pytest -q -p no:cacheprovider $(LIFECYCLE_TESTS)
+
+$(VENVS)/life-adk-%/.installed: pyproject.toml
+	$(call make_venv,$(VENVS)/life-adk-$*)
+	$(VENVS)/life-adk-$*/bin/pip install -q --upgrade pip
+	$(VENVS)/life-adk-$*/bin/pip install -q -e ".[test]" "google-adk==$*"
 	touch $@
 
-bench: $(VENVS)/bench/.installed
-	$(BENCH_PY) -m benchmarks.run
+# Runs the lifecycle tests in one venv: prints its log as one block, records a one-line
+# result (.venvs/logs/<name>.result) and fails if they fail.
+define run_lifecycle
+@mkdir -p $(VENVS)/logs; log=$(VENVS)/logs/$(2).log; start=$$(date +%s); \
+  if $(call LIFE_PYTEST,$(1)) >$$log 2>&1; then r=PASS; else r=FAIL; fi; \
+  secs=$$(( $$(date +%s) - start )); \
+  echo "$$r: $$(tail -n 1 $$log | tr -d '=' | sed 's/^ *//;s/ *$$//') ($$secs s)" > $(VENVS)/logs/$(2).result; \
+  echo "== $(2): lifecycle tests $$r in $$secs s (log: $$log)"; \
+  grep -E '^(FAILED|ERROR|XPASS)|^E  ' $$log | head -n 40 | sed 's/^/   /'; \
+  tail -n 1 $$log | sed 's/^/   /'; test $$r = PASS
+endef
 
-bench-quick: $(VENVS)/bench/.installed
-	$(BENCH_PY) -m benchmarks.run --quick
+life-adk-%: $(VENVS)/life-adk-%/.installed
+	$(call run_lifecycle,$(VENVS)/life-adk-$*,google-adk-$*)
+
+# python3.X with the newest ADK; an interpreter this machine lacks is a named skip.
+# The interpreter: python3.X on PATH if it runs (a pyenv shim may not), else pyenv's own.
+find_python = for c in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) \
+  2>/dev/null | sort -V | tail -n 1); do $$c -c '' 2>/dev/null && { echo $$c; break; }; done
+
+$(VENVS)/py%/.installed: pyproject.toml
+	@py=$$($(call find_python,$*)); mkdir -p $(@D); \
+	  if [ -z "$$py" ]; then touch $(@D)/.missing; exit 0; fi; \
+	  rm -f $(@D)/.missing; $$py -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
+	  $(@D)/bin/pip install -q -e ".[test]" "google-adk<=$(ADK_NEWEST)" && touch $@
+
+life-py%: $(VENVS)/py%/.installed
+	@if [ -e $(VENVS)/py$*/.missing ]; then mkdir -p $(VENVS)/logs; \
+	  msg="SKIPPED: no python$* interpreter on this machine (install it to test it)"; \
+	  echo "$$msg" > $(VENVS)/logs/python$*.result; \
+	  echo "== python$*: $$msg"; \
+	else $(MAKE) --no-print-directory life-py-run-$*; fi
+
+life-py-run-%:
+	@mkdir -p $(VENVS)/logs; $(VENVS)/py$*/bin/python -c "import platform; \
+	  from importlib.metadata import version; \
+	  print(f'Python {platform.python_version()}, google-adk {version(\"google-adk\")}')" \
+	  > $(VENVS)/logs/python$*.versions
+	$(call run_lifecycle,$(VENVS)/py$*,python$*)
+
+lifecycle:
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_SPREAD),life-adk-$(v)) $(foreach p,$(PYTHONS),life-py$(p))
+
+# pip resolves this package beside an app that pins google-adk, and leaves its ADK alone.
+install-check: venvs
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/install_check.py \
+	  $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/bin/python)
+
+# The lowest bounds pyproject.toml declares, installed exactly, run the lifecycle tests.
+$(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py
+	$(call make_venv,$(VENVS)/lowest)
+	$(VENVS)/lowest/bin/pip install -q --upgrade pip
+	$(PYTHON) tools/lowest_pins.py > $(VENVS)/lowest/pins.txt
+	$(VENVS)/lowest/bin/pip install -q -e ".[test,prometheus]" -c $(VENVS)/lowest/pins.txt
+	touch $@
+
+lowest: $(VENVS)/lowest/.installed
+	$(call run_lifecycle,$(VENVS)/lowest,lowest-bounds)
+
+# --- matrix: the latest patch of every minor, and docs/versions.md ----------------
+# A version that runs the whole suite reuses its full venv.
+MATRIX_VENV = $(if $(filter $(1),$(ADK_VERSIONS)),$(VENVS)/adk-$(1),$(VENVS)/life-adk-$(1))
+.SECONDEXPANSION:
+matrix-adk-%: $$(call MATRIX_VENV,$$*)/.installed
+	@mkdir -p $(MATRIX_OUT)
+	-$(call run_lifecycle,$(call MATRIX_VENV,$*),google-adk-$*)
+	@cp $(VENVS)/logs/google-adk-$*.result $(MATRIX_OUT)/; \
+	  grep -q '^PASS' $(MATRIX_OUT)/google-adk-$*.result; echo $$? > $(MATRIX_OUT)/$*.rc; \
+	  $(call MATRIX_VENV,$*)/bin/python tools/version_report.py > $(MATRIX_OUT)/$*.json \
+	    2>$(MATRIX_OUT)/$*.report.log; test "$$(cat $(MATRIX_OUT)/$*.rc)" = 0
+
+# Every minor's lifecycle tests and scenario report, both Pythons, the install check and
+# the lowest bounds; then docs/versions.md from what they recorded. Fails if any failed.
+matrix:
+	@rm -rf $(MATRIX_OUT); rm -f $(VENVS)/logs/*.result; \
+	  $(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_MINORS),matrix-adk-$(v)) $(foreach p,$(PYTHONS),life-py$(p)) \
+	  install-check lowest; rc=$$?; \
+	  $(PYTHON) tools/versions_doc.py $(MATRIX_OUT) $(VENVS)/logs docs/versions.md $(ADK_MINORS); \
+	  echo "docs/versions.md written"; exit $$rc
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)

@@ -98,5 +98,5 @@ def adk_version() -> tuple[int, int, int]:
 
 
 def has_seed_bug() -> bool:
-    """ADK issue 7058 is fixed from 2.13.0 on."""
-    return adk_compat.ADK_VERSION < (2, 13, 0)
+    """ADK issue 7058 is fixed from 2.13.0 on (the per-call background-tool registry)."""
+    return not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY

@@ -28,8 +28,8 @@ from .conftest import Telemetry
 
 
 def _has_workflows() -> bool:
-    from adk_task_telemetry.adk_compat import ADK_VERSION
-    return ADK_VERSION >= (2, 0, 0)
+    from adk_task_telemetry.adk_compat import HAS_NODE_RUNTIME
+    return HAS_NODE_RUNTIME
 
 
 def _sum(points: list[Any]) -> float:

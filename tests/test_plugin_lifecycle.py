@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 import pytest
@@ -10,11 +11,43 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from adk_task_telemetry import TrackerState
+from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import SCENARIOS, run_scenario
 from adk_task_telemetry.scenarios.library import APP_NAME
 
-from .conftest import Telemetry, has_seed_bug
+from .conftest import Telemetry
+
+# What the installed ADK really does differs on old minors; each difference is probed by
+# feature in adk_compat (docs/versions.md: where each one changes).
+LIVE_SEEN = compat.LIVE_CALLS_RUN_PLUGIN_CALLBACKS          # 1.27 on
+TEARDOWN_CANCELS = compat.LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS  # 1.39, 2.8 on
+SIBLINGS_CANCELLED = compat.FAILED_CALL_CANCELS_SIBLINGS    # 1.32 on
+FIXED_7058 = compat.HAS_BACKGROUND_TOOL_REGISTRY            # 2.13 on
+
+#: The oracle: per scenario, the calls whose body task is still running when the
+#: scenario ends (the tools' own ground truth, Probe.pending()). The plugin must report
+#: exactly these as orphans, where it sees the calls at all.
+RUNNING_AT_END: dict[str, set[str]] = {
+    "seed_bug": (set() if FIXED_7058 else {"call-goog"} if TEARDOWN_CANCELS
+                 else {"call-goog", "call-msft"}),
+    "live_stream_teardown": set() if TEARDOWN_CANCELS else {"call-goog"},
+    "live_stubborn_tool": {"call-feed"},
+    "parallel_one_fails": set() if SIBLINGS_CANCELLED else {"call-s1", "call-s2"},
+}
+
+
+def _teardown(call_id: str, scenario: str) -> tuple[str, str, str, str | None]:
+    if call_id in RUNNING_AT_END[scenario]:
+        return ("monitor_stock", "streaming", "orphaned", None)
+    return ("monitor_stock", "streaming", "cancelled", "run_teardown")
+
+
+def _sibling(call_id: str) -> tuple[str, str, str, str | None]:
+    if call_id in RUNNING_AT_END["parallel_one_fails"]:
+        return ("slow_search", "call", "orphaned", None)
+    return ("slow_search", "call", "cancelled", "sibling_failed")
+
 
 # call id -> (tool, kind, outcome, cancel cause or error type)
 EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
@@ -26,8 +59,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
     },
     "parallel_one_fails": {
         "call-fail": ("flaky_api", "call", "error", "ConnectionError"),
-        "call-s1": ("slow_search", "call", "cancelled", "sibling_failed"),
-        "call-s2": ("slow_search", "call", "cancelled", "sibling_failed"),
+        "call-s1": _sibling("call-s1"),
+        "call-s2": _sibling("call-s2"),
     },
     "recovered_error": {"call-fail": ("flaky_api", "call", "recovered", None)},
     "long_running": {"call-ticket": ("open_ticket", "long_running", "ok", None)},
@@ -41,8 +74,7 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
        if "caller_abort" in SCENARIOS else {}),
     "consumer_cancelled": {
         "call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")},
-    "live_stream_teardown": {
-        "call-goog": ("monitor_stock", "streaming", "cancelled", "run_teardown")},
+    "live_stream_teardown": {"call-goog": _teardown("call-goog", "live_stream_teardown")},
     "live_stop_streaming": {
         "call-goog": ("monitor_stock", "streaming", "cancelled", "stop_streaming"),
         "call-stop": ("stop_streaming", "call", "ok", None),
@@ -53,19 +85,32 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
     # Without strict mode the run looks clean.
     "fire_and_forget": {"call-upload": ("start_upload", "call", "ok", None)},
     "unended_span": {"call-fetch": ("fetch_page", "call", "ok", None)},
-    "seed_bug": (
-        {
-            "call-goog": ("monitor_stock", "streaming", "orphaned", None),
-            "call-msft": ("monitor_stock", "streaming", "cancelled", "run_teardown"),
-        }
-        if has_seed_bug()
-        else {
-            "call-goog": ("monitor_stock", "streaming", "cancelled", "run_teardown"),
-            "call-msft": ("monitor_stock", "streaming", "cancelled", "run_teardown"),
-        }
-    ),
+    "seed_bug": {c: _teardown(c, "seed_bug") for c in ("call-goog", "call-msft")},
 }
+LIVE_SCENARIOS = {n for n, s in SCENARIOS.items() if s.mode == "live"}
+if not LIVE_SEEN:
+    # ADK < 1.27 calls no plugin tool callback for a live call: the plugin sees no live
+    # tool task at all (RUNNING_AT_END still says what really kept running).
+    EXPECTED.update({n: {} for n in LIVE_SCENARIOS})
 
+#: The plugin cannot learn that these runs ended on an ADK whose Runner.close() does
+#: not close plugins (< 1.19) while the caller's task goes on: a known plugin gap,
+#: reported to the lead (docs/versions.md). Strict: a fix turns these red until removed.
+RUN_END_UNSEEN = set() if compat.RUNNER_CLOSES_PLUGINS else (
+    {"caller_timeout", "consumer_cancelled"}
+    | (set() if SIBLINGS_CANCELLED else {"parallel_one_fails"})
+    | (set() if compat.HAS_NODE_RUNTIME or compat.NEEDS_LIVE_TEARDOWN_HOOK
+       else LIVE_SCENARIOS - {"live_non_blocking"}))  # that one's run is a task of its own
+LIVE_UNSEEN_REASON = ("ADK < 1.27 calls no plugin tool callback for a live call, so the "
+                      "plugin cannot see (or report) live tool tasks")
+
+
+def test_expectations_agree_with_the_oracle() -> None:
+    """An orphan is expected exactly where a call's body is expected to keep running."""
+    for name, calls in EXPECTED.items():
+        orphans = {c for c, (_, _, o, _) in calls.items() if o == "orphaned"}
+        if calls:
+            assert orphans == RUNNING_AT_END.get(name, set()), name
 ALLOWED_METRIC_KEYS = {
     sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME, sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
     sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE, sc.ADK_RUN_END_TRIGGER,
@@ -75,12 +120,10 @@ ALLOWED_METRIC_KEYS = {
 
 def test_every_scenario_has_expectations() -> None:
     assert set(EXPECTED) == set(SCENARIOS)
-    # Abort exists from ADK 2.x on: the library offers it exactly where ADK can.
-    from adk_task_telemetry.adk_compat import ADK_VERSION
-    if ADK_VERSION < (2, 0, 0):
-        assert "caller_abort" not in SCENARIOS
-    elif ADK_VERSION >= (2, 12, 0):
-        assert "caller_abort" in SCENARIOS
+    # The library offers the abort scenario exactly where ADK's Runner takes the signal.
+    from google.adk.runners import Runner
+    has_abort = "abort_signal" in inspect.signature(Runner.run_async).parameters
+    assert ("caller_abort" in SCENARIOS) == has_abort
 
 
 def _events(span: ReadableSpan, name: str) -> list[Any]:
@@ -91,15 +134,32 @@ def _sum(points: list[Any]) -> float:
     return sum(p.value for p in points)
 
 
-@pytest.mark.parametrize("name", list(EXPECTED))
+def _params() -> list[Any]:
+    out = []
+    for name in EXPECTED:
+        marks = []
+        if name in RUN_END_UNSEEN:
+            marks.append(pytest.mark.xfail(strict=True, reason=(
+                "plugin gap on ADK < 1.19: a live run, or a run that ends by an exception "
+                "or a cancellation, in the caller's own task is never ended (ADK closes "
+                "no plugin)")))
+        out.append(pytest.param(name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("name", _params())
 async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> None:
     plugin = telemetry.plugin()
     run = await run_scenario(name, [plugin])
     try:
+        # The ground truth first: what ADK really left running.
+        pending = {c for c in run.probe.pending() if "/" not in c}
+        assert pending == RUNNING_AT_END.get(name, set()), f"still running in {name}"
         spans = telemetry.by_call()
         expected = EXPECTED[name]
         assert set(spans) == set(expected), f"one span per tool task in {name}"
         every = {s.context.span_id: s for s in telemetry.spans.get_finished_spans()}
+        open_parents: dict[int, tuple[str, str]] = {}
         for call_id, (tool, kind, outcome, detail) in expected.items():
             span = spans[call_id]
             attrs = dict(span.attributes or {})
@@ -110,14 +170,20 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
                                                    "AgentTool")
             assert attrs[sc.ADK_TOOL_TASK_KIND] == kind, call_id
             assert attrs[sc.ADK_TOOL_TASK_OUTCOME] == outcome, call_id
-            assert attrs[sc.ADK_APP_NAME] == APP_NAME
+            # The app ADK ran the call's invocation under (a nested AgentTool run's is
+            # the child agent's name before ADK 1.17).
+            assert attrs[sc.ADK_APP_NAME] == run.probe.app_names.get(call_id, APP_NAME)
             assert str(attrs[sc.ADK_INVOCATION_ID]).startswith("e-")
             assert attrs[sc.GEN_AI_CONVERSATION_ID]
             assert attrs[sc.GEN_AI_AGENT_NAME]
-            # Parent: ADK's own execute_tool span for this call.
+            # Parent: ADK's own execute_tool span for this call. An orphan's may still be
+            # open (its body still runs): checked once the body has ended, below.
             assert span.parent is not None
             parent = every.get(span.parent.span_id)
-            assert parent is not None and parent.name == f"execute_tool {tool}", call_id
+            if parent is None and outcome == "orphaned":
+                open_parents[span.parent.span_id] = (tool, call_id)
+            else:
+                assert parent is not None and parent.name == f"execute_tool {tool}", call_id
             failed = outcome in ("error", "orphaned")
             assert (span.status.status_code is StatusCode.ERROR) == failed, call_id
             if outcome == "cancelled":
@@ -137,10 +203,10 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
         m = telemetry.metrics()
         durations = sum(p.count for p in m.get(sc.METRIC_DURATION, []))
         orphaned = _sum(m.get(sc.METRIC_ORPHANED, []))
-        started = _sum(m[sc.METRIC_STARTED])
+        started = _sum(m.get(sc.METRIC_STARTED, []))
         assert started == len(expected)
         assert started == durations + orphaned
-        assert _sum(m[sc.METRIC_ACTIVE]) == 0
+        assert _sum(m.get(sc.METRIC_ACTIVE, [])) == 0
         for points in m.values():
             for p in points:
                 assert set(p.attributes) <= ALLOWED_METRIC_KEYS
@@ -158,13 +224,19 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
     finally:
         await run.probe.cleanup()
     await asyncio.sleep(0)
+    every = {s.context.span_id: s for s in telemetry.spans.get_finished_spans()}
+    for span_id, (tool, call_id) in open_parents.items():
+        parent = every.get(span_id)
+        assert parent is not None and parent.name == f"execute_tool {tool}", call_id
     assert plugin.open_tasks() == []
     assert plugin.state() == TrackerState(0, 0, 0)
 
 
+@pytest.mark.xfail(not LIVE_SEEN, strict=True, reason=LIVE_UNSEEN_REASON)
 async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogCaptureFixture
                                        ) -> None:
-    """The seed: ADK < 2.13 loses the first of two calls to one streaming tool."""
+    """The seed: ADK < 2.13 loses the first of two calls to one streaming tool; before
+    1.39 and 2.8 live teardown cancels no streaming tool, so the second is lost too."""
     from opentelemetry import trace
 
     seen_in_span: list[bool] = []
@@ -184,47 +256,58 @@ async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogC
             run = await run_scenario("seed_bug", [plugin])
     finally:
         log.removeFilter(flt)  # type: ignore[arg-type]
+    lost = RUNNING_AT_END["seed_bug"]
     try:
+        # The ground truth: which calls' bodies are really still running.
+        assert set(run.probe.pending()) == lost
         orphans = [s for s in telemetry.tool_spans() if _events(s, sc.EVENT_ORPHANED_TASK)]
         warnings = [r for r in caplog.records if r.name == "adk_task_telemetry"
                     and r.levelname == "WARNING"]
         m = telemetry.metrics()
-        if not has_seed_bug():
+        if not lost:
             assert orphans == [] and warnings == []
-            assert run.probe.pending() == []
             assert plugin.open_tasks() == []
             return
-        (orphan,) = orphans
-        (event,) = _events(orphan, sc.EVENT_ORPHANED_TASK)
-        ea = dict(event.attributes or {})
-        assert ea[sc.GEN_AI_TOOL_CALL_ID] == "call-goog"
-        assert ea[sc.GEN_AI_TOOL_NAME] == "monitor_stock"
-        assert ea[sc.ADK_RUN_END_TRIGGER] in ("run_task_done", "live_teardown", "after_run")
-        assert float(ea[sc.ADK_TOOL_TASK_AGE]) > 0
-        assert "monitor_stock" in str(ea[sc.CODE_STACKTRACE])  # where it is stuck
-        # The orphan is real: its asyncio task is still running.
-        assert run.probe.pending() == ["call-goog"]
-        (open_task,) = plugin.open_tasks()
-        assert (open_task.call_id, open_task.orphaned, open_task.kind) == (
-            "call-goog", True, "streaming")
-        assert len(warnings) == 1 and "call-goog" in warnings[0].getMessage()
-        assert seen_in_span == [True]
-        assert _sum(m[sc.METRIC_ORPHANED]) == 1
-        assert _sum(m[sc.METRIC_ORPHANS_ALIVE]) == 1
+        # The orphans reported are exactly the calls still running.
+        assert {str((s.attributes or {})[sc.GEN_AI_TOOL_CALL_ID]) for s in orphans} == lost
+        # How the plugin learned that the run ended: at teardown where ADK has one (2.x's
+        # run task ends there from 2.8; 1.39 has the teardown hook); on an ADK whose
+        # teardown cancels nothing (1.27 to 1.38, 2.0 to 2.7) only Runner.close() tells.
+        triggers = ({"run_task_done", "live_teardown", "after_run"}
+                    if TEARDOWN_CANCELS and (compat.HAS_NODE_RUNTIME
+                                             or compat.NEEDS_LIVE_TEARDOWN_HOOK)
+                    else {"plugin_close"})
+        for orphan in orphans:
+            (event,) = _events(orphan, sc.EVENT_ORPHANED_TASK)
+            ea = dict(event.attributes or {})
+            assert ea[sc.GEN_AI_TOOL_NAME] == "monitor_stock"
+            assert ea[sc.ADK_RUN_END_TRIGGER] in triggers
+            assert float(ea[sc.ADK_TOOL_TASK_AGE]) > 0
+            assert "monitor_stock" in str(ea[sc.CODE_STACKTRACE])  # where it is stuck
+        open_tasks = plugin.open_tasks()
+        assert {(t.call_id, t.orphaned, t.kind) for t in open_tasks} == {
+            (c, True, "streaming") for c in lost}
+        assert len(warnings) == len(lost)
+        assert {c for c in lost if any(c in w.getMessage() for w in warnings)} == lost
+        assert seen_in_span == [True] * len(lost)
+        assert _sum(m[sc.METRIC_ORPHANED]) == len(lost)
+        assert _sum(m[sc.METRIC_ORPHANS_ALIVE]) == len(lost)
         (point,) = m[sc.METRIC_ORPHANED]
-        assert point.attributes[sc.ADK_RUN_END_TRIGGER] == ea[sc.ADK_RUN_END_TRIGGER]
+        assert point.attributes[sc.ADK_RUN_END_TRIGGER] in triggers
     finally:
         await run.probe.cleanup()
     await asyncio.sleep(0)
-    # The orphan finally ended: it leaves orphans_alive and records its lifetime.
+    # The orphans finally ended: they leave orphans_alive and record their lifetime.
     m = telemetry.metrics()
     assert _sum(m[sc.METRIC_ORPHANS_ALIVE]) == 0
     (life,) = m[sc.METRIC_ORPHAN_LIFETIME]
-    assert life.count == 1 and life.attributes[sc.ADK_TOOL_TASK_OUTCOME] == "cancelled"
+    assert life.count == len(lost)
+    assert life.attributes[sc.ADK_TOOL_TASK_OUTCOME] == "cancelled"
     assert plugin.open_tasks() == []
     assert plugin.state() == TrackerState(0, 0, 0)
 
 
+@pytest.mark.xfail(not LIVE_SEEN, strict=True, reason=LIVE_UNSEEN_REASON)
 async def test_streaming_span_lasts_as_long_as_the_background_task(
         telemetry: Telemetry) -> None:
     """Not the few-millisecond dispatch: the span ends when the tool's work ends."""

@@ -1,12 +1,16 @@
 """Everything that differs between the google-adk versions we support, in one place.
 
-Supported and tested: 1.39.1, 2.12.0 and 2.13.x. Everything here reads ADK state
-defensively: a shape we do not recognise yields ``None``, never an exception.
+Supported: google-adk 1.14 (the first release with ``App``) and newer. Every
+difference is detected by feature (a field, a method, a module), never by version
+number; ``make matrix`` checks each probe on the latest patch of every minor since
+1.14 (docs/versions.md). Everything here reads ADK state defensively: a shape we do
+not recognise yields ``None``, never an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import logging
 import os
@@ -31,15 +35,141 @@ try:
     ADK_VERSION_STRING = version("google-adk")
 except PackageNotFoundError:  # pragma: no cover - ADK is a dependency
     ADK_VERSION_STRING = "0.0.0"
+#: For display and for the "newer than tested" note only: no behaviour depends on it.
 ADK_VERSION = _parse(ADK_VERSION_STRING)
 
-#: ADK keeps live background tools per function-call id from 2.13 on (the fix of
-#: issue 7058); before that, per tool name.
-HAS_BACKGROUND_TOOL_REGISTRY = ADK_VERSION >= (2, 13, 0)
-#: ``on_run_error_callback`` exists only in 2.x.
-HAS_RUN_ERROR_CALLBACK = ADK_VERSION >= (2, 0, 0)
-#: ADK 1.x fires no plugin hook when a live run tears down its background tools.
-NEEDS_LIVE_TEARDOWN_HOOK = ADK_VERSION < (2, 0, 0)
+#: The newest google-adk release this package was tested on (the Makefile's ADK_NEWEST).
+NEWEST_TESTED_ADK = "2.13.0"
+#: The oldest release supported (pyproject.toml's lower bound).
+OLDEST_SUPPORTED_ADK = "1.14.0"
+
+
+# --- feature probes -------------------------------------------------------------
+
+
+def _has_attr(module: str, cls: str, attr: str) -> bool:
+    try:
+        obj = getattr(importlib.import_module(module), cls)
+    except Exception:  # an ADK without that module or class
+        return False
+    return hasattr(obj, attr)
+
+
+def _has_private_attr(module: str, cls: str, attr: str) -> bool:
+    """A pydantic model class declares private attribute ``attr``."""
+    try:
+        obj = getattr(importlib.import_module(module), cls)
+    except Exception:
+        return False
+    return attr in (getattr(obj, "__private_attributes__", None) or {})
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except Exception:  # a parent package that does not exist
+        return False
+
+
+def _source_mentions(module: str, func: str, text: str) -> bool | None:
+    """Whether ADK function ``module.func`` mentions ``text``; None if it is not there."""
+    try:
+        fn = getattr(importlib.import_module(module), func)
+        return text in inspect.getsource(fn)
+    except Exception:  # moved, renamed, or no source
+        return None
+
+
+_FUNCTIONS = "google.adk.flows.llm_flows.functions"
+
+#: ADK keeps live background tools per function-call id
+#: (``InvocationContext._active_background_tools``: the fix of issue 7058, 2.13);
+#: before that, per tool name (``active_streaming_tools``).
+HAS_BACKGROUND_TOOL_REGISTRY = _has_private_attr(
+    "google.adk.agents.invocation_context", "InvocationContext", "_active_background_tools")
+#: ``BasePlugin.on_run_error_callback`` exists (from 2.5): ADK tells plugins that a
+#: run raised.
+HAS_RUN_ERROR_CALLBACK = _has_attr(
+    "google.adk.plugins.base_plugin", "BasePlugin", "on_run_error_callback")
+#: ADK 2.x's node runtime (``google.adk.workflow``): the task current when a live run
+#: starts is ADK's own and ends at teardown, so the plugin sees the run end there.
+HAS_NODE_RUNTIME = _has_module("google.adk.workflow")
+#: Live teardown stops background tools in ``BaseLlmFlow._stop_background_tool_tasks``
+#: (1.39, 2.8 to 2.10), the method the live-teardown hook wraps.
+HAS_STOP_BACKGROUND_TOOL_TASKS = _has_attr(
+    "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow", "_stop_background_tool_tasks")
+#: Live teardown cancels the run's background (streaming) tools at all: the method
+#: above, or ``google.adk.live._flow_utils.stop_background_tool_tasks`` (2.11 on).
+#: Without it (1.14 to 1.38, 2.0 to 2.7) every streaming call outlives its live run.
+LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS = HAS_STOP_BACKGROUND_TOOL_TASKS or _has_attr(
+    "google.adk.live._flow_utils", "stop_background_tool_tasks", "__call__")
+#: ADK fires no plugin hook when a live run tears down its background tools and the
+#: run's end is not otherwise visible (1.x): the plugin wraps that one method.
+NEEDS_LIVE_TEARDOWN_HOOK = HAS_STOP_BACKGROUND_TOOL_TASKS and not HAS_NODE_RUNTIME
+#: Live tool calls go through the plugins' before/after tool callbacks (from 1.27;
+#: before that ADK calls no plugin tool callback for a live call, so the plugin cannot
+#: see live tool tasks at all). Read from ADK's live call path where it has the old
+#: shape; later layouts (2.9 on) moved it and always call the plugins.
+LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
+    _FUNCTIONS, "_execute_single_function_call_live", "run_before_tool_callback") is not False
+def _failed_call_cancels_siblings() -> bool:
+    # Before 1.32 the function gathers the call tasks itself and cancels none when one
+    # raises; later layouts cancel them (2.9 on: it delegates to a batch executor).
+    gathers = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", "asyncio.gather(")
+    cancels = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", ".cancel()")
+    return not (gathers and not cancels)
+
+
+#: A failed parallel call cancels its siblings (from 1.32; before that they keep
+#: running after the step raised).
+FAILED_CALL_CANCELS_SIBLINGS = _failed_call_cancels_siblings()
+#: ``Runner.close()`` closes the plugins (``PluginManager.close``, from 1.19).
+RUNNER_CLOSES_PLUGINS = _has_attr(
+    "google.adk.plugins.plugin_manager", "PluginManager", "close")
+#: A nested ``AgentTool`` run belongs to the parent's app (from 1.17; before that its
+#: app name is the child agent's name).
+AGENT_TOOL_KEEPS_APP_NAME = _source_mentions(
+    "google.adk.tools.agent_tool", "AgentTool", "app_name=self.agent.name") is not True
+
+
+def features() -> dict[str, bool]:
+    """Every probe and its answer on the installed ADK (docs/versions.md shows them)."""
+    return {
+        "background_tool_registry": HAS_BACKGROUND_TOOL_REGISTRY,
+        "run_error_callback": HAS_RUN_ERROR_CALLBACK,
+        "node_runtime": HAS_NODE_RUNTIME,
+        "stop_background_tool_tasks": HAS_STOP_BACKGROUND_TOOL_TASKS,
+        "live_teardown_cancels_background_tools": LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS,
+        "live_teardown_hook": NEEDS_LIVE_TEARDOWN_HOOK,
+        "live_calls_run_plugin_callbacks": LIVE_CALLS_RUN_PLUGIN_CALLBACKS,
+        "failed_call_cancels_siblings": FAILED_CALL_CANCELS_SIBLINGS,
+        "runner_closes_plugins": RUNNER_CLOSES_PLUGINS,
+        "agent_tool_keeps_app_name": AGENT_TOOL_KEEPS_APP_NAME,
+        "abort_signal": runner_accepts_abort_signal(),
+    }
+
+
+def is_newer_than_tested(installed: str | None = None) -> bool:
+    """The installed google-adk (or ``installed``) is newer than NEWEST_TESTED_ADK."""
+    return _parse(installed or ADK_VERSION_STRING) > _parse(NEWEST_TESTED_ADK)
+
+
+_newer_noted = False
+
+
+def note_untested_adk() -> None:
+    """Logs once per process (INFO) that the installed ADK is newer than any tested.
+
+    The plugin keeps working: every difference it relies on is probed by feature.
+    """
+    global _newer_noted
+    if _newer_noted or not is_newer_than_tested():
+        return
+    _newer_noted = True
+    logger.info(
+        "adk_task_telemetry: google-adk %s is newer than the newest tested (%s); "
+        "features detected: %s", ADK_VERSION_STRING, NEWEST_TESTED_ADK,
+        ", ".join(f"{k}={v}" for k, v in features().items()))
 
 
 def runner_accepts_abort_signal() -> bool:
@@ -134,7 +264,11 @@ def add_live_teardown_listener(listener: Any) -> None:
     ADK 1.x has no plugin hook at that moment, so on 1.x only we wrap
     ``BaseLlmFlow._stop_background_tool_tasks`` once per process. The wrapper calls
     the original first and swallows anything a listener raises.
+
+    Every plugin calls this from its constructor, so it is also where the once-per-
+    process note about an ADK newer than the newest tested is logged.
     """
+    note_untested_adk()
     if not NEEDS_LIVE_TEARDOWN_HOOK:
         return
     _teardown_listeners.add(listener)

@@ -350,8 +350,8 @@ class _Export:
                                                 ).configure_telemetry
         except Exception as e:  # a broken install: say so in one line
             raise UsageError(
-                "--otlp needs adk_task_telemetry.configure_telemetry and the 'export' extra "
-                f"(pip install 'adk-task-telemetry[export]'): {_one_line(e)}") from None
+                "--otlp needs adk_task_telemetry.configure_telemetry and the OTLP exporters "
+                f"adk-task-telemetry depends on (reinstall it): {_one_line(e)}") from None
         from .plugin import TaskTelemetryPlugin
 
         self.endpoint = endpoint

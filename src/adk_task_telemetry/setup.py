@@ -673,8 +673,8 @@ def _exporters(target: _env.OtlpTarget) -> Any:
         return _make_exporter(target)
     except ImportError as e:
         raise ImportError(
-            f"OTLP export needs the 'export' extra: pip install 'adk-task-telemetry[export]' "
-            f"({e.name} is missing)") from e
+            f"OTLP export needs {e.name}, a dependency of adk-task-telemetry: reinstall it "
+            f"(pip install --force-reinstall adk-task-telemetry)") from e
 
 
 def _make_exporter(target: _env.OtlpTarget) -> Any:
@@ -1046,10 +1046,10 @@ def _start_prometheus(handle: TelemetryHandle, host: str, port: int) -> MetricRe
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
-    except ImportError as exc:  # pragma: no cover - the `export` extra provides both
+    except ImportError as exc:  # pragma: no cover - the `prometheus` extra provides both
         raise RuntimeError(
             "prometheus_port needs opentelemetry-exporter-prometheus: "
-            "pip install 'adk-task-telemetry[export]'") from exc
+            "pip install 'adk-task-telemetry[prometheus]'") from exc
     try:
         started = start_http_server(port, addr=host)
     except OSError as exc:  # a port in use must not stop the agent (nor the other exports)

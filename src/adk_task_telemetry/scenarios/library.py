@@ -38,6 +38,9 @@ class Probe:
 
     def __init__(self) -> None:
         self.tasks: dict[str, asyncio.Task[Any]] = {}
+        # The app ADK ran each call's invocation under (a nested AgentTool run's
+        # differs on old ADK).
+        self.app_names: dict[str, str] = {}
         self._started: dict[str, asyncio.Event] = {}
         # Set by cleanup(): tools that ignore cancellation check it to stop.
         self.stopping = False
@@ -47,6 +50,9 @@ class Probe:
         task = asyncio.current_task()
         if task is not None:
             self.tasks[call_id] = task
+        app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
+        if isinstance(app, str):
+            self.app_names[call_id] = app
         self._event(call_id).set()
 
     def _event(self, call_id: str) -> asyncio.Event:

@@ -1,0 +1,70 @@
+"""Each feature probe in adk_compat gives the answer bisected on every ADK minor.
+
+adk_compat never reads the version number; this test does, as the oracle: the
+minors where each feature appears were found by reading each release and running
+the scenario corpus on it (`make matrix`, docs/versions.md).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry import adk_compat as compat
+
+V = compat.ADK_VERSION
+
+#: probe -> whether the installed ADK has it, by the bisected minors.
+EXPECTED: dict[str, bool] = {
+    "agent_tool_keeps_app_name": V >= (1, 17, 0),
+    "runner_closes_plugins": V >= (1, 19, 0),
+    "live_calls_run_plugin_callbacks": V >= (1, 27, 0),
+    "failed_call_cancels_siblings": V >= (1, 32, 0),
+    "stop_background_tool_tasks": (1, 39, 0) <= V < (2, 0, 0) or (2, 8, 0) <= V < (2, 11, 0),
+    "live_teardown_cancels_background_tools": (1, 39, 0) <= V < (2, 0, 0) or V >= (2, 8, 0),
+    "live_teardown_hook": (1, 39, 0) <= V < (2, 0, 0),
+    "node_runtime": V >= (2, 0, 0),
+    "run_error_callback": V >= (2, 5, 0),
+    "abort_signal": V >= (2, 11, 0),
+    "background_tool_registry": V >= (2, 13, 0),
+}
+
+
+@pytest.mark.skipif(compat.is_newer_than_tested(), reason=(
+    "google-adk is newer than the newest tested: the oracle does not know it yet"))
+def test_each_probe_matches_the_bisected_minor() -> None:
+    got = compat.features()
+    assert set(got) == set(EXPECTED)
+    wrong = {k: got[k] for k in EXPECTED if got[k] != EXPECTED[k]}
+    assert wrong == {}, f"google-adk {compat.ADK_VERSION_STRING}: probes disagree"
+
+
+def test_newer_adk_is_noted_once(monkeypatch: pytest.MonkeyPatch,
+                                 caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(compat, "ADK_VERSION_STRING", "99.0.0")
+    monkeypatch.setattr(compat, "_newer_noted", False)
+    with caplog.at_level(logging.INFO, logger="adk_task_telemetry"):
+        TaskTelemetryPlugin()  # each plugin notes it at construction: once per process
+        TaskTelemetryPlugin()
+        compat.note_untested_adk()
+    notes = [r for r in caplog.records if "newer than the newest tested" in r.getMessage()]
+    assert len(notes) == 1
+    assert "99.0.0" in notes[0].getMessage() and compat.NEWEST_TESTED_ADK in notes[0].getMessage()
+
+
+def test_tested_adk_is_not_noted(caplog: pytest.LogCaptureFixture,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "ADK_VERSION_STRING", compat.NEWEST_TESTED_ADK)
+    monkeypatch.setattr(compat, "_newer_noted", False)
+    with caplog.at_level(logging.INFO, logger="adk_task_telemetry"):
+        compat.note_untested_adk()
+    assert not [r for r in caplog.records if "newer than" in r.getMessage()]
+
+
+def test_newest_tested_is_the_makefiles_newest() -> None:
+    from pathlib import Path
+    makefile = Path(__file__).resolve().parent.parent / "Makefile"
+    line = next(x for x in makefile.read_text().splitlines() if x.startswith("ADK_VERSIONS "))
+    assert line.split("=", 1)[1].split()[0] == compat.NEWEST_TESTED_ADK
