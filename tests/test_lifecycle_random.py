@@ -53,11 +53,18 @@ KNOWN: list[Known] = [
     Known(95, "seed=95 async caller=timeout_event k=1 [slow#c1,sync#c1,sync#c2,flaky#c3,sync#c4 "
           "| agent_tool#c5,fast#c6,hang#c7,slow#c7,stubborn#c8 | hang#c9,spawn#c10,fast#c11,"
           "stubborn#c12,ticket#c13]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    # Found by `make fuzz SEED=200 N=400`.
+    # Found by `make fuzz SEED=200 N=400` and `make fuzz SEED=600 N=400`.
     Known(434, "seed=434 async caller=timeout_event k=1 [spawn#c1,sync#c1,hang#c2,stubborn#c3]",
           _PER_EVENT_TIMEOUT, lambda: IS_1X),
     Known(510, "seed=510 async caller=timeout_event k=4 [hang#c1,fast#c1,stubborn#c2,slow#c3 "
           "| stubborn#c4,flaky#c5]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
+    Known(680, "seed=680 async caller=timeout_event k=3 [spawn#c1,stubborn#c2,spawn#c3,"
+          "ticket#c3,hang#c4]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
+    Known(751, "seed=751 async caller=timeout_event k=1 [hang#c1,stubborn#c2,sync#c3]",
+          _PER_EVENT_TIMEOUT, lambda: IS_1X),
+    Known(917, "seed=917 async caller=timeout_event k=3 [sync#- | hang#c1,agent_tool#c2,fast#c3,"
+          "stubborn#-,hang#c4 | fast#c5,stubborn#-,fast#c6,fast#c7,fail#c7]",
+          _PER_EVENT_TIMEOUT, lambda: IS_1X),
 ]
 
 

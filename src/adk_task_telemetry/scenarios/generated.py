@@ -629,9 +629,12 @@ class _Run:
             try:
                 while True:
                     start = time.time_ns()
-                    self._got(await asyncio.wait_for(agen.__anext__(), EVENT_TIMEOUT))
+                    # The first event only starts the run: a loaded machine may take a
+                    # while, and a timeout there would be a race, not a scenario.
+                    limit = EVENT_TIMEOUT if self.out.events else GATE_LIMIT
+                    self._got(await asyncio.wait_for(agen.__anext__(), limit))
             except asyncio.TimeoutError:
-                self.out.end_begin_ns = start + int(EVENT_TIMEOUT * 1e9)
+                self.out.end_begin_ns = start + int(limit * 1e9)
             except StopAsyncIteration:
                 pass
             await agen.aclose()
@@ -752,9 +755,12 @@ class _Run:
                 try:
                     while True:
                         start = time.time_ns()
-                        self._got(await asyncio.wait_for(agen.__anext__(), EVENT_TIMEOUT))
+                        # The first event only starts the run: a loaded machine may take a
+                        # while, and a timeout there would be a race, not a scenario.
+                        limit = EVENT_TIMEOUT if self.out.events else GATE_LIMIT
+                        self._got(await asyncio.wait_for(agen.__anext__(), limit))
                 except asyncio.TimeoutError:
-                    self.out.end_begin_ns = start + int(EVENT_TIMEOUT * 1e9)
+                    self.out.end_begin_ns = start + int(limit * 1e9)
                 except StopAsyncIteration:
                     pass
             else:  # pragma: no cover
