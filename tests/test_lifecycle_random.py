@@ -4,7 +4,7 @@ Each seed is a scenario from ``scenarios.generated``, run on the real Runner
 twice: with the plugin (checked by ``lifecycle_oracle``) and without it (the
 run's events must be the same). ``ADK_FUZZ_N`` scenarios from ``ADK_FUZZ_SEED``
 on (200 from 0 by default; ``make fuzz SEED=... N=...`` runs more). A failure
-prints its seed and the scenario in one line; seeds of plugin bugs go to KNOWN.
+prints its seed and the scenario in one line; seeds of plugin bugs go to FOUND.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
 
-from adk_task_telemetry import adk_compat
 from adk_task_telemetry.scenarios.generated import Spec, generate, run_spec
 
 from .conftest import Telemetry
@@ -28,43 +27,43 @@ from .lifecycle_oracle import check
 _N = os.environ.get("ADK_FUZZ_N", "200").strip().lower()
 N = 30 if _N == "small" else int(_N)
 SEED = int(os.environ.get("ADK_FUZZ_SEED", "0"))
-IS_1X = adk_compat.ADK_VERSION < (2, 0, 0)
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Known:
-    """A seed the oracle fails today because of a plugin bug (xfail strict until fixed)."""
+class Found:
+    """A seed on which this test found a plugin bug: kept as a fixed regression case,
+    run on every version (the generator must still draw the same scenario)."""
 
     seed: int
     description: str
-    reason: str
-    applies: Callable[[], bool] = lambda: True
+    bug: str
 
 
-_PER_EVENT_TIMEOUT = ("issue 10: ADK 1.x per-event timeout: a call that cleans up after its "
-                      "step was cancelled outlives the run and is never reported orphaned "
-                      "(span ends 'cancelled'), lead fixing")
+_PER_EVENT_TIMEOUT = ("ADK 1.x per-event timeout: a call that cleans up after its step was "
+                      "cancelled outlives the run; it was never reported orphaned (span ended "
+                      "'cancelled'), and a nested runner's close orphaned calls that had not "
+                      "ended yet")
 
-#: Plugin bugs found by this test, each a fixed regression case.
-KNOWN: list[Known] = [
-    Known(44, "seed=44 async caller=timeout_event k=5 [slow#c1 | sync#c2,agent_tool#-,slow#c3 "
-          "| hang#c4,stubborn#c5,stubborn#c6]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    Known(95, "seed=95 async caller=timeout_event k=1 [slow#c1,sync#c1,sync#c2,flaky#c3,sync#c4 "
+#: Plugin bugs found by this test (issue 10), each now a fixed regression case.
+FOUND: list[Found] = [
+    Found(44, "seed=44 async caller=timeout_event k=5 [slow#c1 | sync#c2,agent_tool#-,slow#c3 "
+          "| hang#c4,stubborn#c5,stubborn#c6]", _PER_EVENT_TIMEOUT),
+    Found(95, "seed=95 async caller=timeout_event k=1 [slow#c1,sync#c1,sync#c2,flaky#c3,sync#c4 "
           "| agent_tool#c5,fast#c6,hang#c7,slow#c7,stubborn#c8 | hang#c9,spawn#c10,fast#c11,"
-          "stubborn#c12,ticket#c13]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
+          "stubborn#c12,ticket#c13]", _PER_EVENT_TIMEOUT),
     # Found by `make fuzz SEED=200 N=400` and `make fuzz SEED=600 N=400`.
-    Known(434, "seed=434 async caller=timeout_event k=1 [spawn#c1,sync#c1,hang#c2,stubborn#c3]",
-          _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    Known(510, "seed=510 async caller=timeout_event k=4 [hang#c1,fast#c1,stubborn#c2,slow#c3 "
-          "| stubborn#c4,flaky#c5]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    Known(680, "seed=680 async caller=timeout_event k=3 [spawn#c1,stubborn#c2,spawn#c3,"
-          "ticket#c3,hang#c4]", _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    Known(751, "seed=751 async caller=timeout_event k=1 [hang#c1,stubborn#c2,sync#c3]",
-          _PER_EVENT_TIMEOUT, lambda: IS_1X),
-    Known(917, "seed=917 async caller=timeout_event k=3 [sync#- | hang#c1,agent_tool#c2,fast#c3,"
+    Found(434, "seed=434 async caller=timeout_event k=1 [spawn#c1,sync#c1,hang#c2,stubborn#c3]",
+          _PER_EVENT_TIMEOUT),
+    Found(510, "seed=510 async caller=timeout_event k=4 [hang#c1,fast#c1,stubborn#c2,slow#c3 "
+          "| stubborn#c4,flaky#c5]", _PER_EVENT_TIMEOUT),
+    Found(680, "seed=680 async caller=timeout_event k=3 [spawn#c1,stubborn#c2,spawn#c3,"
+          "ticket#c3,hang#c4]", _PER_EVENT_TIMEOUT),
+    Found(751, "seed=751 async caller=timeout_event k=1 [hang#c1,stubborn#c2,sync#c3]",
+          _PER_EVENT_TIMEOUT),
+    Found(917, "seed=917 async caller=timeout_event k=3 [sync#- | hang#c1,agent_tool#c2,fast#c3,"
           "stubborn#-,hang#c4 | fast#c5,stubborn#-,fast#c6,fast#c7,fail#c7]",
-          _PER_EVENT_TIMEOUT, lambda: IS_1X),
+          _PER_EVENT_TIMEOUT),
 ]
 
 
@@ -115,20 +114,18 @@ async def _run_and_check(seed: int, telemetry: Telemetry,
     assert not problems, f"{spec.describe()}\n  " + "\n  ".join(problems)
 
 
-_known = {k.seed for k in KNOWN if k.applies()}
+_found = {f.seed for f in FOUND}
 
 
-@pytest.mark.parametrize("seed", [s for s in range(SEED, SEED + N) if s not in _known],
+@pytest.mark.parametrize("seed", [s for s in range(SEED, SEED + N) if s not in _found],
                          ids=lambda s: f"seed{s}")
 async def test_random_lifecycle(seed: int, telemetry: Telemetry,
                                 caplog: pytest.LogCaptureFixture) -> None:
     await _run_and_check(seed, telemetry, caplog)
 
 
-@pytest.mark.parametrize("known", [
-    pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=k.reason),
-                 id=f"seed{k.seed}") for k in KNOWN if k.applies()])
-async def test_known_lifecycle_bug(known: Known, telemetry: Telemetry,
-                                   caplog: pytest.LogCaptureFixture) -> None:
-    assert generate(known.seed).describe() == known.description, "the generator changed"
-    await _run_and_check(known.seed, telemetry, caplog)
+@pytest.mark.parametrize("found", FOUND, ids=lambda f: f"seed{f.seed}")
+async def test_found_lifecycle_bug_stays_fixed(found: Found, telemetry: Telemetry,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    assert generate(found.seed).describe() == found.description, "the generator changed"
+    await _run_and_check(found.seed, telemetry, caplog)
