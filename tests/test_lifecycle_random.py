@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry.scenarios.generated import Spec, generate, run_spec
 
 from .conftest import Telemetry
@@ -124,7 +125,17 @@ async def test_random_lifecycle(seed: int, telemetry: Telemetry,
     await _run_and_check(seed, telemetry, caplog)
 
 
-@pytest.mark.parametrize("found", FOUND, ids=lambda f: f"seed{f.seed}")
+def _found_here() -> list[Found]:
+    """The found seeds to replay on this ADK. The draw depends on what the ADK has (an
+    abort signal, live tool callbacks): where it has what 1.39 has (no abort signal),
+    every seed must still draw its scenario, or the generator changed under them; on
+    other versions a seed may draw another scenario, which the random test covers."""
+    if not compat.runner_accepts_abort_signal():
+        return FOUND
+    return [f for f in FOUND if generate(f.seed).describe() == f.description]
+
+
+@pytest.mark.parametrize("found", _found_here(), ids=lambda f: f"seed{f.seed}")
 async def test_found_lifecycle_bug_stays_fixed(found: Found, telemetry: Telemetry,
                                                caplog: pytest.LogCaptureFixture) -> None:
     assert generate(found.seed).describe() == found.description, "the generator changed"
