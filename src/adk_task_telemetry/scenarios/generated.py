@@ -12,7 +12,9 @@ When a run ends, observed from outside ADK and the plugin:
 
 * ``end_begin_ns``: the moment the caller stopped consuming or acted to end the
   run (broke out, its timeout's deadline, cancelled its consumer, closed the
-  queue or the generator), or the run's generator finished by itself.
+  queue or the generator), or the run's generator finished by itself. When the
+  run raised its own error, the moment it last yielded an event (it was certainly
+  running then; it ended somewhere between that and the error's arrival).
 * ``end_ns``: once ADK's own teardown is over as well: every asyncio task that
   appeared during the run and is not a tool body (ADK's run, pump, dispatch and
   finaliser tasks) has finished, the generator is closed (or collected), and
@@ -528,6 +530,7 @@ class _Run:
                   plugins=[*plugins, _Recover(self.truth)])
         self.runner = Runner(app=app, session_service=InMemorySessionService())
         self.before: set[asyncio.Task[Any]] = set()
+        self.last_event_ns = 0
 
     def _mark_end(self) -> None:
         if not self.out.end_begin_ns:
@@ -551,6 +554,7 @@ class _Run:
 
     def _got(self, event: Any) -> None:
         self.out.events.append(event)
+        self.last_event_ns = time.time_ns()
 
     def _counted(self) -> int:
         """Live events that count towards k: all but a non-blocking tool's answer,
@@ -561,6 +565,7 @@ class _Run:
         session = await self.runner.session_service.create_session(
             app_name=APP_NAME, user_id=USER_ID)
         self.before = set(asyncio.all_tasks())
+        self.last_event_ns = time.time_ns()
         try:
             if self.spec.mode == "async":
                 await self._run_async(str(session.id))
@@ -568,6 +573,8 @@ class _Run:
                 await self._run_live(str(session.id))
         except Exception as e:  # the run's own error, as the caller sees it
             self.out.error = e
+            if not self.out.end_begin_ns:
+                self.out.end_begin_ns = self.last_event_ns
         self._mark_end()
         await self._teardown()
         self.out.end_ns = time.time_ns()
@@ -664,6 +671,8 @@ class _Run:
                 self._mark_end()
                 consumer.cancel()
             await asyncio.gather(consumer, return_exceptions=True)
+            if not consumer.cancelled() and consumer.exception() is not None:
+                raise consumer.exception()  # type: ignore[misc]  # the run's own error
             await agen.aclose()
         elif caller == "abort":
             # The consumer pauses after k events until the abort is signalled
