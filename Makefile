@@ -161,6 +161,9 @@ lowest: $(VENVS)/lowest/.installed
 	$(call run_lifecycle,$(VENVS)/lowest,lowest-bounds)
 
 # --- matrix: the latest patch of every minor, and docs/versions.md ----------------
+# Built through pattern rules, the venv markers would count as intermediate: keep them.
+.PRECIOUS: $(VENVS)/adk-%/.installed $(VENVS)/life-adk-%/.installed $(VENVS)/py%/.installed
+
 # A version that runs the whole suite reuses its full venv.
 MATRIX_VENV = $(if $(filter $(1),$(ADK_VERSIONS)),$(VENVS)/adk-$(1),$(VENVS)/life-adk-$(1))
 .SECONDEXPANSION:

@@ -136,6 +136,9 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         verdict = ("pass" if rc == "0" else "FAIL") + (f" ({counts})" if counts else "")
         lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {feats or '-'} | "
                      f"{_diffs(doc, newest)} | {verdict} |")
+    missing = [v for v in versions if v not in docs]
+    lines += ["", f"{len(docs)} of {len(versions)} minors ran"
+              + (f"; not run: {', '.join(missing)}." if missing else ".")]
     lines += ["", "Features: " + ", ".join(f"{s} = `{k}`" for k, s in SHORT.items()) + "."]
     lines += ["", "## Install (draft for README)", "",
               "```sh",
