@@ -29,9 +29,10 @@ oracle in the tests). After the snapshot, ``cleanup()`` cancels every body
 still running and waits, so each task's real end is known.
 
 Only what the installed ADK supports is generated: live runs where ADK calls the
-plugins' tool callbacks for live calls and its live teardown stops background tools, live non-blocking tools where
-``google.genai.types`` has ``Behavior``, the abort signal where ``Runner.run_async``
-accepts one (detected by feature, never by version).
+plugins' tool callbacks for live calls and its live teardown stops background
+tools, live non-blocking tools where ``google.genai.types`` has ``Behavior``, the
+abort signal where ``Runner.run_async`` accepts one (detected by feature, never by
+version).
 """
 
 from __future__ import annotations
