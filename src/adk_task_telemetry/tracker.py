@@ -298,7 +298,7 @@ class Tracker:
         # A call that runs in its run's own task has no task of its own: its
         # callbacks end it.
         self._bind(record, None if task is run.driver else task)
-        if record.state == OPEN:
+        if run.watched_ref is None and record.state == OPEN:  # the run's first open task
             self._watch(run)
         return record
 
