@@ -71,11 +71,14 @@ lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests tools benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
 
+# The whole suite once per full version, JOBS at a time, each version's output as one block.
 unit: venvs system-deps
-	@set -e; for v in $(ADK_VERSIONS); do \
-	  echo "== google-adk $$v"; \
-	  $(VENVS)/adk-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); \
-	done
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_VERSIONS),unit-adk-$(v))
+
+unit-adk-%: $(VENVS)/adk-%/.installed
+	@echo "== google-adk $*"
+	$(VENVS)/adk-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Every venv make test uses, JOBS at a time (pip is mostly one core each).
 all-venvs:

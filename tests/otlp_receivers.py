@@ -485,11 +485,11 @@ async def _direct_orphan(plugin: Any) -> None:
                                                 response_modalities=[types.Modality.TEXT]))
     model.say_live(call("direct_tool", "call-direct-orphan"))
 
-    async def until_started() -> None:
-        async for _event in agen:
-            if started.is_set():
-                return
-    await asyncio.wait_for(until_started(), 10)
+    # Read in this task (no wait_for: a generator read in one task and closed in
+    # another detaches ADK's span context in the wrong one); the parent bounds the child.
+    async for _event in agen:
+        if started.is_set():
+            break
     await agen.aclose()  # the caller leaves; the tool keeps running
     queue.close()
     await asyncio.sleep(0)
