@@ -68,6 +68,28 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+def _cancel_tools(probe: Probe) -> tuple[Any, Any]:
+    """Two tools that wait: one stops at once when cancelled, one cleans up for 100 ms."""
+
+    async def quick_to_cancel(tool_context: ToolContext) -> dict[str, str]:
+        """Waits; stops at once when cancelled."""
+        probe.enter(tool_context)
+        await asyncio.sleep(30)
+        return {"status": "done"}
+
+    async def slow_to_cancel(tool_context: ToolContext) -> dict[str, str]:
+        """Waits; cleans up for 100 ms when cancelled, then stops."""
+        probe.enter(tool_context)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.1)
+            raise
+        return {"status": "done"}
+
+    return quick_to_cancel, slow_to_cancel
+
+
 def _assert_idle(plugin: TaskTelemetryPlugin, telemetry: Telemetry) -> None:
     assert plugin.open_tasks() == []
     assert plugin.state() == TrackerState(0, 0, 0)
@@ -146,22 +168,7 @@ async def test_per_event_timeout_sibling_still_running_at_run_end_is_an_orphan(
     way the plugin must agree with the tool's own record.
     """
     probe = Probe()
-
-    async def quick_to_cancel(tool_context: ToolContext) -> dict[str, str]:
-        """Waits; stops at once when cancelled."""
-        probe.enter(tool_context)
-        await asyncio.sleep(30)
-        return {"status": "done"}
-
-    async def slow_to_cancel(tool_context: ToolContext) -> dict[str, str]:
-        """Waits; cleans up for 100 ms when cancelled, then stops."""
-        probe.enter(tool_context)
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            await asyncio.sleep(0.1)
-            raise
-        return {"status": "done"}
+    quick_to_cancel, slow_to_cancel = _cancel_tools(probe)
 
     plugin = telemetry.plugin()
     model = ScriptedLlm(turns=[[call("quick_to_cancel", "call-quick"),
@@ -237,21 +244,7 @@ class _HandedOverLiveRun:
                 await asyncio.sleep(0.02)
                 yield "tick"
 
-        async def quick_to_cancel(tool_context: ToolContext) -> dict[str, str]:
-            """Waits; stops at once when cancelled."""
-            probe.enter(tool_context)
-            await asyncio.sleep(30)
-            return {"status": "done"}
-
-        async def slow_to_cancel(tool_context: ToolContext) -> dict[str, str]:
-            """Waits; cleans up for 100 ms when cancelled, then stops."""
-            probe.enter(tool_context)
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                await asyncio.sleep(0.1)
-                raise
-            return {"status": "done"}
+        quick_to_cancel, slow_to_cancel = _cancel_tools(probe)
 
         self.plugin = telemetry.plugin()
         self.model = ScriptedLlm()
