@@ -86,7 +86,12 @@ all-venvs:
 	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
 	  $(foreach p,$(PYTHONS),$(VENVS)/py$(p)/.installed) $(VENVS)/lowest/.installed
 
-test: all-venvs lint unit lifecycle install-check lowest
+# The full suites, the lifecycle spread, the install check and the lowest bounds share
+# JOBS slots (the full suites first: they take longest), each job's output as one block.
+test: all-venvs lint system-deps
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
+	  $(foreach v,$(ADK_VERSIONS),unit-adk-$(v)) $(foreach v,$(ADK_SPREAD),life-adk-$(v)) \
+	  $(foreach p,$(PYTHONS),life-py$(p)) install-check lowest
 	@echo "make test: every step passed"; \
 	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result); do \
 	    grep -h '^SKIPPED' $$f 2>/dev/null | sed 's/^/  1 skipped: /'; done; true
