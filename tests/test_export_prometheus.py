@@ -81,8 +81,9 @@ def target_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def instrumented(target_port: int) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
-    """A process with configure_telemetry(prometheus_port=...) that ran real scenarios."""
+def instrumented(target_port: int) -> Iterator[tuple[subprocess.Popen[str], int, str, float]]:
+    """A process with configure_telemetry(prometheus_port=...) that ran real scenarios,
+    and the time (Unix seconds) by which it had recorded all of them."""
     proc = start_child({
         "configure": {"service_name": "prom-test", "prometheus_port": target_port},
         "scenarios": ["single_call", "parallel_one_fails", "seed_bug"],
@@ -94,7 +95,7 @@ def instrumented(target_port: int) -> Iterator[tuple[subprocess.Popen[str], int,
         info = json.loads(ready[len("READY "):])
         done = proc.stdout.readline()
         assert done.strip() == "SCENARIOS-DONE", done
-        yield proc, int(info["prometheus_port"]), info["prometheus_bound"]
+        yield proc, int(info["prometheus_port"]), info["prometheus_bound"], time.time()
     finally:
         if proc.poll() is None:
             try:
@@ -134,7 +135,18 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, target_port: int) -> It
 
 
 def test_prometheus_scrapes_the_contract_series(
-        prometheus: str, instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
+        prometheus: str, instrumented: tuple[subprocess.Popen[str], int, str, float]) -> None:
+    # Every value below must come from a scrape made after the process had recorded
+    # everything: an earlier scrape can already hold every series name (a loaded CI
+    # machine showed one orphan of two).
+    done_at = instrumented[3]
+    up = urllib.parse.quote('timestamp(up{job="agent"})')
+
+    def scraped_after_done() -> bool:
+        result = _get(f"{prometheus}/api/v1/query?query={up}")["data"]["result"]
+        return bool(result) and float(result[0]["value"][1]) > done_at
+
+    _wait("a scrape after the scenarios ended", scraped_after_done, timeout=60)
     query = urllib.parse.quote('{__name__=~"adk_tool_task_.*"}')
 
     def series() -> list[dict[str, str]] | None:
@@ -143,7 +155,7 @@ def test_prometheus_scrapes_the_contract_series(
         names = {m["__name__"] for m in result}
         return result if set(SERIES) <= names else None
 
-    found = _wait("adk_tool_task_* series in Prometheus", series, timeout=60)
+    found = _wait("adk_tool_task_* series in Prometheus", series, timeout=10)
     names = {m["__name__"] for m in found}
     assert names == set(SERIES), sorted(names ^ set(SERIES))
     for m in found:
@@ -165,7 +177,9 @@ def test_prometheus_scrapes_the_contract_series(
     from .conftest import has_seed_bug
 
     expected = 2.0 if has_seed_bug() else 1.0
-    assert sum(orphaned.values()) == expected, orphaned
+    raw = _get(f"{prometheus}/api/v1/query?query=" + urllib.parse.quote(
+        "adk_tool_task_orphaned_total"))["data"]["result"]
+    assert sum(orphaned.values()) == expected, (orphaned, raw, done_at, _get(f"{prometheus}/api/v1/query?query={up}"))
     assert set(orphaned) <= {"live_teardown", "run_task_done", "run_span_end"}
     q = urllib.parse.quote(
         'sum(adk_tool_task_duration_seconds_count{gen_ai_tool_name="slow_search"})')
@@ -174,8 +188,8 @@ def test_prometheus_scrapes_the_contract_series(
 
 
 def test_the_endpoint_listens_on_loopback_only(
-        instrumented: tuple[subprocess.Popen[str], int, str]) -> None:
-    _, port, bound = instrumented
+        instrumented: tuple[subprocess.Popen[str], int, str, float]) -> None:
+    _, port, bound, _ = instrumented
     assert bound == "127.0.0.1"  # the default: not reachable from other hosts
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
