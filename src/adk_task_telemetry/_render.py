@@ -139,6 +139,16 @@ class Task:
 
 
 @dataclass
+class Unanswered:
+    """An ``unanswered_call`` event: a function call left without a response."""
+
+    call_id: str
+    tool: str
+    reason: str  # what became of its tool task: a cancel cause, error, orphaned, no_task
+    invocation_id: str = ""
+
+
+@dataclass
 class Result:
     """One scenario run: spans for the timeline, metric totals for the tables."""
 
@@ -153,6 +163,7 @@ class Result:
     orphans_alive: int = 0
     plugin_errors: int = 0
     failure: str | None = None
+    unanswered: list[Unanswered] = field(default_factory=list)
 
     @property
     def unaccounted(self) -> int:
@@ -165,6 +176,8 @@ class Result:
             return "orphaned"
         if self.failure or self.unaccounted:
             return "failed"
+        if self.unanswered:
+            return "unanswered"
         return "clean"
 
 

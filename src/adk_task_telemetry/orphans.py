@@ -29,8 +29,9 @@ CANCEL_GRACE_S = 5.0
 
 
 def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Task[Any] | None,
-                  metrics: Metrics, *, with_stack: bool, cancel: bool) -> None:
-    """Tells everything about one orphan, then ends its span (its end is the report)."""
+                  metrics: Metrics, *, with_stack: bool, cancel: bool) -> str:
+    """Tells everything about one orphan, then ends its span (its end is the report).
+    Returns the stack it captured ("" if none)."""
     run = record.run
     span = record.span
     event_attrs: dict[str, Any] = {
@@ -61,6 +62,7 @@ def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Ta
             "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs%s",
             record.tool_name, record.call_id, run.invocation_id, trigger, age,
             " (cancelled by cancel_orphans)" if cancelled else "")
+    return stack
 
 
 def report_open_spans(run: RunRecord, trigger: str) -> None:

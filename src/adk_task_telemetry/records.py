@@ -36,6 +36,42 @@ class OpenTask:
 
 
 @dataclass(frozen=True)
+class TaskSeen:
+    """How one tool task ended, told to observers (``observe.add_observer``) as it
+    happens: ``outcome`` is ``orphaned`` for a task still running when its run ended
+    (then ``trigger`` and ``stacktrace`` say which end and where it was stuck)."""
+
+    invocation_id: str
+    app_name: str
+    call_id: str
+    tool_name: str
+    kind: str
+    outcome: str
+    cancel_cause: str | None = None
+    error_type: str | None = None
+    trigger: str | None = None
+    stacktrace: str = ""
+
+    @property
+    def orphaned(self) -> bool:
+        return self.trigger is not None
+
+
+@dataclass(frozen=True)
+class UnansweredCall:
+    """A function call of a run that had no function response in the session when
+    the run ended. ``reason`` is what became of its tool task, when one ran: a
+    cancel cause, ``error`` or ``orphaned``; ``no_task`` when none ran."""
+
+    invocation_id: str
+    app_name: str
+    call_id: str
+    tool_name: str
+    reason: str
+    trigger: str
+
+
+@dataclass(frozen=True)
 class TrackerState:
     """What the plugin holds right now: the supported test hook.
 

@@ -32,12 +32,21 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import adk_compat as compat
+from . import observe, strict
 from . import semconv as sc
 from . import spans as open_spans
-from . import strict
 from .metrics import NAME_CHARS, Metrics, Series
 from .orphans import error_type, report_open_spans, report_orphan
-from .records import ENDED, OPEN, ORPHANED, OpenTask, RunRecord, TaskRecord, TrackerState
+from .records import (
+    ENDED,
+    OPEN,
+    ORPHANED,
+    OpenTask,
+    RunRecord,
+    TaskRecord,
+    TaskSeen,
+    TrackerState,
+)
 from .version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -102,6 +111,13 @@ class Tracker:
 
     def _open_series(self) -> Iterator[Series]:
         return (r.series for r in self._open_records())
+
+    def _tell(self, seen: observe.Seen) -> None:
+        for observer in list(observe.observers):
+            try:
+                observer(seen)
+            except Exception:
+                self.failed("observer")
 
     def failed(self, where: str) -> None:
         self.failures += 1
@@ -429,6 +445,9 @@ class Tracker:
         span.end()
         self.metrics.ended(record.series, time.monotonic() - record.start, outcome, span,
                            etype, cause)
+        if observe.observers:
+            self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
+                                record.tool_name, record.kind, outcome, cause, etype))
 
     def _orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
         """OPEN -> ORPHANED: its run ended while ``task`` still runs."""
@@ -438,9 +457,14 @@ class Tracker:
         record.orphaned_at = now
         with_stack = self._stacks_left > 0
         self._stacks_left -= with_stack
-        report_orphan(record, trigger, now - record.start, task, self.metrics,
-                      with_stack=with_stack, cancel=self.options.cancel_orphans)
+        run = record.run
+        stack = report_orphan(record, trigger, now - record.start, task, self.metrics,
+                              with_stack=with_stack, cancel=self.options.cancel_orphans)
         record.run = DETACHED  # the run is over: hold nothing of it
+        if observe.observers:
+            self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
+                                record.tool_name, record.kind, sc.Outcome.ORPHANED,
+                                trigger=trigger, stacktrace=stack))
         self._watch_orphan(record, task)
 
     def adopt_orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any]) -> None:
