@@ -370,3 +370,47 @@ def cancel_cause(kind: str, sibling_failed: bool) -> str:
 def marks_sibling_failure(kind: str) -> bool:
     """A call that raises makes ADK cancel the unfinished calls of its step."""
     return kind == _sc.Kind.CALL
+
+
+# --- the call ledger: what reached the session ------------------------------------
+
+
+def calls_without_response(ctx: Any, invocation_id: str, since_s: float
+                           ) -> list[tuple[str, str, str]]:
+    """``(call id, tool name, author)`` of each function call of this invocation in
+    the session with no function response there.
+
+    One pass over the session's events from the newest back to the run's start
+    (``since_s``, Unix seconds; a second of slack for clocks that store events
+    coarsely). Calls ADK marks long-running (``long_running_tool_ids``: a long-
+    running tool, a confirmation or credential request) are answered by a later
+    invocation, so they are not counted.
+    """
+    events = getattr(getattr(ctx, "session", None), "events", None)
+    if not events:
+        return []
+    mine = []
+    floor = since_s - 1.0
+    for event in reversed(events):
+        if (getattr(event, "timestamp", None) or floor) < floor:
+            break
+        if getattr(event, "invocation_id", None) == invocation_id:
+            mine.append(event)
+    answered: dict[str, int] = {}
+    later: set[str] = set()
+    for event in mine:
+        later.update(getattr(event, "long_running_tool_ids", None) or ())
+        for response in event.get_function_responses():
+            key = str(response.id or "")
+            answered[key] = answered.get(key, 0) + 1
+    out = []
+    for event in reversed(mine):  # in the order the model made them
+        for fc in event.get_function_calls():
+            call_id = str(fc.id or "")
+            if call_id in later:
+                continue
+            if answered.get(call_id, 0) > 0:
+                answered[call_id] -= 1
+                continue
+            out.append((call_id, str(fc.name or ""), str(event.author or "")))
+    return out

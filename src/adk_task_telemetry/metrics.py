@@ -67,6 +67,10 @@ class Metrics:
         self._overflow = meter.create_counter(
             sc.METRIC_OVERFLOW, sc.UNIT_TASK,
             "Tool tasks not tracked because max_open_tasks records were open.")
+        self._unanswered = meter.create_counter(
+            sc.METRIC_UNANSWERED, sc.UNIT_CALL,
+            "Function calls with no function response in the session when their run ended.")
+        self._unanswered_tools: set[str] = set()
 
     def series_for(self, tool_name: str, agent_name: str, kind: str, app_name: str,
                    tool_type: str) -> Series:
@@ -135,6 +139,22 @@ class Metrics:
 
     def overflow(self, series: Series) -> None:
         self._overflow.add(1, series.attrs)
+
+    def unanswered(self, tool_name: str, agent_name: str, app_name: str, reason: str,
+                   span: Span | None) -> None:
+        """One unanswered call; the tool name under the same cap as the series (a
+        call to a tool the model invented is unanswered too)."""
+        tool_name = tool_name[:NAME_CHARS]
+        if tool_name not in self._unanswered_tools:
+            if len(self._unanswered_tools) >= MAX_SERIES:
+                tool_name = OTHER
+            else:
+                self._unanswered_tools.add(tool_name)
+        attrs = {sc.GEN_AI_TOOL_NAME: tool_name, sc.GEN_AI_AGENT_NAME: agent_name[:NAME_CHARS],
+                 sc.ADK_APP_NAME: app_name[:NAME_CHARS],
+                 sc.ADK_TOOL_CALL_UNANSWERED_REASON: reason}
+        context = trace.set_span_in_context(span) if span is not None else None
+        self._unanswered.add(1, attrs, context=context)
 
 
 class _Observed:

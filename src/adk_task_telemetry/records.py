@@ -128,9 +128,9 @@ class RunRecord:
     keep ADK's invocation context, and so this record, alive."""
 
     __slots__ = (
-        "app_name", "driver_is_run", "driver_ref", "finalizer", "invocation_id",
+        "app_name", "context_ref", "driver_is_run", "driver_ref", "finalizer", "invocation_id",
         "on_driver_done", "sibling_failed", "span", "spawned", "start_ns", "tasks",
-        "trace_id", "watched_ref",
+        "trace_id", "unhappy", "watched_ref",
     )
 
     def __init__(self, invocation_id: str, app_name: str) -> None:
@@ -150,6 +150,12 @@ class RunRecord:
         self.finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
         # Strict mode: tasks a tool body created, with who created them and when.
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
+        # ADK's invocation context, weakly: its session tells at run end which calls
+        # got no response (the call ledger).
+        self.context_ref: weakref.ref[Any] | None = None
+        # Call id -> how its task ended, for tasks that did not end well only (an
+        # unanswered call's reason); None until one does: a clean run allocates nothing.
+        self.unhappy: dict[str, str] | None = None
 
     @property
     def driver(self) -> asyncio.Task[Any] | None:

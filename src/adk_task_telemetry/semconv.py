@@ -47,6 +47,12 @@ EVENT_ORPHANED_TASK: Final = "orphaned_task"
 EVENT_OPEN_SPAN: Final = "open_span"
 OPEN_SPAN_NAME: Final = "adk.open_span.name"
 OPEN_SPAN_ID: Final = "adk.open_span.id"
+# Not in the first contract: the call ledger. A function call of the run with no
+# function response in the session at run end: an event on the run's span (on a
+# span of this name, under the run's trace, when the run's span had already ended).
+EVENT_UNANSWERED_CALL: Final = "unanswered_call"
+SPAN_UNANSWERED_CALL: Final = "unanswered_call"
+ADK_TOOL_CALL_UNANSWERED_REASON: Final = "adk.tool_call.unanswered.reason"
 
 
 class Kind:
@@ -72,6 +78,17 @@ class CancelCause:
     ORPHAN_CANCELLED: Final = "orphan_cancelled"
 
 
+class UnansweredReason:
+    """What became of an unanswered call's tool task: a CancelCause value, or one of
+    these."""
+
+    ERROR: Final = "error"  # its tool raised and nothing answered for it
+    ORPHANED: Final = "orphaned"  # still running when the run ended
+    # No task of it ended badly: none ran (the run ended first), or it ended well
+    # and its response never reached the session.
+    UNKNOWN: Final = "unknown"
+
+
 class EndTrigger:
     AFTER_RUN: Final = "after_run"
     RUN_ERROR: Final = "run_error"
@@ -95,6 +112,9 @@ METRIC_ORPHANS_ALIVE: Final = "adk.tool_task.orphans_alive"
 METRIC_ORPHAN_LIFETIME: Final = "adk.tool_task.orphan_lifetime"
 # Not in the first contract: tool tasks left untracked because max_open_tasks was reached.
 METRIC_OVERFLOW: Final = "adk.tool_task.overflow"
+# Not in the first contract: function calls without a function response at run end.
+METRIC_UNANSWERED: Final = "adk.tool_call.unanswered"
+UNIT_CALL: Final = "{call}"
 
 UNIT_TASK: Final = "{task}"
 UNIT_SECONDS: Final = "s"

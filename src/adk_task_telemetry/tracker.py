@@ -35,6 +35,7 @@ from . import adk_compat as compat
 from . import observe, strict
 from . import semconv as sc
 from . import spans as open_spans
+from .calls import report_unanswered, unanswered_calls
 from .metrics import NAME_CHARS, Metrics, Series
 from .orphans import error_type, report_open_spans, report_orphan
 from .records import (
@@ -156,6 +157,9 @@ class Tracker:
         run = self._runs.get(invocation_id)
         if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
             run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
+        if owner is not None and run.context_ref is None:
+            with contextlib.suppress(TypeError):
+                run.context_ref = weakref.ref(owner)
         if owner is not None and run.finalizer is None:
             # Backstop for runs that end with no signal at all (a run_async that
             # fails on ADK 1.x): drop the record, if idle, once ADK lets go of the
@@ -252,10 +256,23 @@ class Tracker:
             run.finalizer.detach()
         if run.spawned:
             strict.end_spawned(self, run, trigger)
+        self._unanswered(run, trigger)
         report_open_spans(run, trigger)
         if run.span is not None and trigger != sc.EndTrigger.RUN_SPAN_END:
             open_spans.forget_run_span(run.span)
         run.span = None
+
+    def _unanswered(self, run: RunRecord, trigger: str) -> None:
+        """The call ledger, once per run at its end (calls.py)."""
+        try:
+            found = unanswered_calls(run, trigger)
+            if found:
+                report_unanswered(run, found, self.tracer, self.metrics)
+                if observe.observers:
+                    for call, _author in found:
+                        self._tell(call)
+        except Exception:
+            self.failed("call ledger")
 
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
@@ -442,6 +459,8 @@ class Tracker:
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
             span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+        if outcome in (sc.Outcome.ERROR, sc.Outcome.CANCELLED):
+            _note_unhappy(run, record.call_id, cause or sc.UnansweredReason.ERROR)
         span.end()
         self.metrics.ended(record.series, time.monotonic() - record.start, outcome, span,
                            etype, cause)
@@ -458,6 +477,7 @@ class Tracker:
         with_stack = self._stacks_left > 0
         self._stacks_left -= with_stack
         run = record.run
+        _note_unhappy(run, record.call_id, sc.UnansweredReason.ORPHANED)
         stack = report_orphan(record, trigger, now - record.start, task, self.metrics,
                               with_stack=with_stack, cancel=self.options.cancel_orphans)
         record.run = DETACHED  # the run is over: hold nothing of it
@@ -514,6 +534,15 @@ class Tracker:
             self._watch(run)
             if run.finalizer is not None:
                 run.finalizer.detach()
+
+
+def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
+    """How a task that did not end well ended: its call's reason, if unanswered."""
+    if run is DETACHED:
+        return
+    if run.unhappy is None:
+        run.unhappy = {}
+    run.unhappy[call_id] = reason
 
 
 DETACHED = RunRecord("", "")
