@@ -89,6 +89,18 @@ class ScenarioRun:
     probe: Probe
     error: BaseException | None = None
     events: list[Any] = field(default_factory=list)
+    #: (runner, session id) of each session the scenario used: what the session
+    #: service stored is the ground truth of which calls got a response.
+    sessions: list[tuple[Runner, str]] = field(default_factory=list)
+
+    async def stored_events(self) -> list[Any]:
+        """Every event the session services kept, across the scenario's sessions."""
+        out: list[Any] = []
+        for runner, sid in self.sessions:
+            session = await runner.session_service.get_session(
+                app_name=APP_NAME, user_id=USER_ID, session_id=sid)
+            out.extend(session.events if session is not None else ())
+        return out
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,7 @@ class Harness:
 
     async def _session(self, runner: Runner) -> str:
         session = await runner.session_service.create_session(app_name=APP_NAME, user_id=USER_ID)
+        self.run.sessions.append((runner, str(session.id)))
         return str(session.id)
 
     async def run_async(self, agent: LlmAgent, message: str = "go",
