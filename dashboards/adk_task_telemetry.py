@@ -40,6 +40,7 @@ DURATION = "adk_tool_task_duration_seconds"
 ORPHANED = "adk_tool_task_orphaned_total"
 ORPHANS_ALIVE = "adk_tool_task_orphans_alive"
 ORPHAN_LIFETIME = "adk_tool_task_orphan_lifetime_seconds"
+UNANSWERED = "adk_tool_call_unanswered_total"
 
 COUNT = DURATION + "_count"
 BUCKET = DURATION + "_bucket"
@@ -60,7 +61,13 @@ def outcome(metric: str, value: str) -> str:
 
 
 def new_orphans(window: str, *, value_first: bool) -> str:
-    """Orphans in ``window``, including those a series held at its first sample.
+    """Orphans in ``window``, including those a series held at its first sample."""
+    return new_in(ORPHANED, window, value_first=value_first)
+
+
+def new_in(counter: str, window: str, *, value_first: bool) -> str:
+    """Increase of ``counter`` in ``window``, including what a series held at its
+    first sample.
 
     ``increase()`` cannot see a counter whose first sample is already above zero;
     for a series Prometheus did not have ``window`` ago, its value counts instead.
@@ -68,8 +75,8 @@ def new_orphans(window: str, *, value_first: bool) -> str:
     for new series); otherwise it only fills in where increase() has no value
     yet (a graph: the first points of a new series).
     """
-    inc = f"increase({sel(ORPHANED)}[{window}])"
-    new = f"({sel(ORPHANED)} unless {sel(ORPHANED)} offset {window})"
+    inc = f"increase({sel(counter)}[{window}])"
+    new = f"({sel(counter)} unless {sel(counter)} offset {window})"
     return f"{new} or {inc}" if value_first else f"{inc} or {new}"
 
 
@@ -244,6 +251,20 @@ def build() -> db.Dashboard:
         "AdkToolTaskOrphansAlive.",
         [query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) ({sel(ORPHANS_ALIVE)})",
                "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}")], "none", span=12))
+
+    d = d.with_row(db.Row("Calls without answers"))
+    d = d.with_panel(ts_panel(
+        "Unanswered calls by tool and reason",
+        "Function calls with no function response in the session when their run ended "
+        "(adk_tool_call_unanswered_total), by tool and what became of the call's task "
+        "(adk_tool_call_unanswered_reason: sibling_failed, caller_cancelled, error, "
+        "orphaned, unknown), per rate interval; a new series shows its first value too. "
+        "The next model turn on such a session may be refused: see "
+        "docs/runbooks/AdkToolCallUnanswered.md.",
+        [query(f"sum by (gen_ai_tool_name, adk_tool_call_unanswered_reason) "
+               f"({new_in(UNANSWERED, rate, value_first=False)})",
+               "{{gen_ai_tool_name}} ({{adk_tool_call_unanswered_reason}})")],
+        "none", span=24, bars=True))
 
     d = d.with_row(db.Row("Durations and cancellations"))
     d = d.with_panel(ts_panel(

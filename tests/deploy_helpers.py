@@ -31,7 +31,7 @@ DASHBOARD_JSON = REPO / "dashboards" / "generated" / "adk-task-telemetry.json"
 RUNBOOKS = REPO / "docs" / "runbooks"
 
 ALERTS = ("AdkToolTaskOrphaned", "AdkToolTaskOrphansAlive", "AdkToolTaskErrorRateHigh",
-          "AdkToolTaskStuck")
+          "AdkToolTaskStuck", "AdkToolCallUnanswered")
 
 _PACKAGES = {"promtool": "prometheus", "prometheus": "prometheus",
              "docker-compose": "docker-compose"}
@@ -438,21 +438,23 @@ def contract_names() -> tuple[set[str], set[str]]:
         return re.sub(r"[^a-zA-Z0-9:]+", "_", name)
 
     metrics = {prom(sc.METRIC_STARTED) + "_total", prom(sc.METRIC_ACTIVE),
-               prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE)}
+               prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE),
+               prom(sc.METRIC_UNANSWERED) + "_total"}
     for hist in (sc.METRIC_DURATION, sc.METRIC_ORPHAN_LIFETIME):
         metrics |= {prom(hist) + "_seconds" + s for s in ("_bucket", "_sum", "_count")}
     labels = {prom(a) for a in (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME,
                                 sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
                                 sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE,
-                                sc.ADK_RUN_END_TRIGGER, sc.ADK_TOOL_TASK_CANCEL_CAUSE)}
+                                sc.ADK_RUN_END_TRIGGER, sc.ADK_TOOL_TASK_CANCEL_CAUSE,
+                                sc.ADK_TOOL_CALL_UNANSWERED_REASON)}
     return metrics, labels
 
 
 def check_contract_names(expr: str) -> list[str]:
     """Metric and contract-label names in ``expr`` that the contract does not define."""
     metrics, labels = contract_names()
-    bad = [m for m in re.findall(r"\badk_tool_task_\w+", expr)
+    bad = [m for m in re.findall(r"\badk_tool_(?:task|call)_\w+", expr)
            if m not in metrics and m not in labels]
     bad += [lbl for lbl in re.findall(r"\b(?:gen_ai|adk)_[a-z_]+\b", expr)
-            if not lbl.startswith("adk_tool_task_") and lbl not in labels]
+            if not lbl.startswith(("adk_tool_task_", "adk_tool_call_")) and lbl not in labels]
     return bad

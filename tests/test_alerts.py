@@ -41,7 +41,7 @@ def test_promtool_test_rules() -> None:
     assert "SUCCESS" in res.stdout
 
 
-def test_the_four_alerts_exist_with_severity_summary_description_and_runbook() -> None:
+def test_every_alert_exists_with_severity_summary_description_and_runbook() -> None:
     alerts = _alerts()
     assert set(alerts) == set(ALERTS)
     for name, rule in alerts.items():

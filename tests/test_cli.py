@@ -132,7 +132,14 @@ def test_audit_json_exit_code_and_verdict(audit_json: tuple[int, dict[str, Any],
         assert code == 0
         assert doc["verdict"] == "clean"
         assert doc["totals"]["orphaned"] == 0
-        assert all(s["verdict"] == "clean" for s in doc["scenarios"])
+        assert all(s["verdict"] in ("clean", "unanswered") for s in doc["scenarios"])
+    # A scenario with calls left unanswered says so; the exit code counts orphans only.
+    for s in doc["scenarios"]:
+        if s["verdict"] in ("clean", "unanswered"):
+            assert (s["verdict"] == "unanswered") == bool(s["unanswered"]), s["name"]
+    assert doc["totals"]["unanswered"] == sum(len(s["unanswered"]) for s in doc["scenarios"])
+    failed = {s["name"]: s for s in doc["scenarios"]}["parallel_one_fails"]
+    assert "call-fail" in {u["call_id"] for u in failed["unanswered"]}
 
 
 def test_audit_json_names_the_seed_orphan(audit_json: tuple[int, dict[str, Any], str]) -> None:
@@ -203,7 +210,8 @@ def test_audit_text_names_scenario_and_call_id(runs: dict[str, Future[Any]]) -> 
 
 def test_audit_fails_on_any_orphan_even_on_a_fixed_adk(runs: dict[str, Future[Any]]) -> None:
     """An application's own leak (a tool that ignores cancellation) fails the audit
-    on every ADK version; a clean scenario beside it stays clean."""
+    on every ADK version; a scenario beside it with no orphan is not called orphaned
+    (its calls left without a response make it UNANSWERED)."""
     if "live_stubborn_tool" not in SCENARIOS:
         pytest.skip("scenario library has no live_stubborn_tool")
     proc = run(runs, "audit_app_leak")
@@ -211,7 +219,9 @@ def test_audit_fails_on_any_orphan_even_on_a_fixed_adk(runs: dict[str, Future[An
     assert proc.stderr == ""  # -q: no progress
     doc = json.loads(proc.stdout)
     clean, stubborn = doc["scenarios"]
-    assert clean["verdict"] == "clean"
+    assert clean["verdict"] == "unanswered"
+    assert clean["orphaned"] == 0
+    assert sorted(u["call_id"] for u in clean["unanswered"]) == ["call-fail", "call-s1", "call-s2"]
     assert clean["ended"] == {"ok": 0, "recovered": 0, "error": 1, "cancelled": 2}
     assert sorted(t["cancel_cause"] or "" for t in clean["tasks"]) == [
         "", "sibling_failed", "sibling_failed"]

@@ -202,6 +202,28 @@ adk:tool_task_in_flight_seconds:avg15m
     },
 ]
 
+ALERTS.append({
+    "comment": "Any new function call left without a response at its run's end (the call\n"
+               "ledger). Same two branches as AdkToolTaskOrphaned: a counter first seen "
+               "already\nabove zero counts with its value.",
+    "alert": "AdkToolCallUnanswered",
+    "expr": f"""\
+sum by ({BY}, adk_tool_call_unanswered_reason) (
+    increase(adk_tool_call_unanswered_total[10m]) > 0
+  or
+    (adk_tool_call_unanswered_total > 0 unless adk_tool_call_unanswered_total offset 10m)
+)
+""",
+    "labels": {"severity": "warning"},
+    "summary": "ADK function call without a response: {{ $labels.gen_ai_tool_name }} "
+               "({{ $labels.adk_tool_call_unanswered_reason }})",
+    "description": f"{_WHO} had function calls left without a function response when their "
+                   "run ended in the last 10 minutes (its task: "
+                   "{{ $labels.adk_tool_call_unanswered_reason }}). The session keeps the "
+                   "call unanswered: the next model turn on it may be refused. Find the run "
+                   "by its unanswered_call span event.",
+})
+
 ALERT_NAMES = tuple(a["alert"] for a in ALERTS)
 
 

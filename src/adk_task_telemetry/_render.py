@@ -296,12 +296,13 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
 # --- tables --------------------------------------------------------------------
 
 TABLE_COLUMNS: tuple[str, ...] = (
-    "scenario", "mode", "started", *ENDED_OUTCOMES, sc.Outcome.ORPHANED, "verdict")
+    "scenario", "mode", "started", *ENDED_OUTCOMES, sc.Outcome.ORPHANED, "unanswered",
+    "verdict")
 
 
 def _verdict_role(verdict: str) -> str:
-    return {"orphaned": sc.Outcome.ORPHANED, "clean": "clean", "failed": "failed"}.get(
-        verdict, "")
+    return {"orphaned": sc.Outcome.ORPHANED, "clean": "clean", "failed": "failed",
+            "unanswered": sc.Outcome.CANCELLED}.get(verdict, "")
 
 
 def summary_table(results: Sequence[Result], style: Style) -> str:
@@ -310,10 +311,11 @@ def summary_table(results: Sequence[Result], style: Style) -> str:
     for r in results:
         rows.append([r.name, r.mode, str(r.started),
                      *(str(r.ended.get(o, 0)) for o in ENDED_OUTCOMES),
-                     str(r.orphaned), r.verdict.upper()])
+                     str(r.orphaned), str(len(r.unanswered)), r.verdict.upper()])
     totals = ["total", "", str(sum(r.started for r in results)),
               *(str(sum(r.ended.get(o, 0) for r in results)) for o in ENDED_OUTCOMES),
-              str(sum(r.orphaned for r in results)), ""]
+              str(sum(r.orphaned for r in results)),
+              str(sum(len(r.unanswered) for r in results)), ""]
     widths = [max(len(c), *(len(row[i]) for row in [*rows, totals]))
               for i, c in enumerate(TABLE_COLUMNS)]
     numeric = range(2, len(TABLE_COLUMNS) - 1)
@@ -334,7 +336,9 @@ def summary_table(results: Sequence[Result], style: Style) -> str:
             if r.ended.get(o, 0):
                 roles[i] = o
         if r.orphaned:
-            roles[len(row) - 2] = sc.Outcome.ORPHANED
+            roles[len(row) - 3] = sc.Outcome.ORPHANED
+        if r.unanswered:
+            roles[len(row) - 2] = sc.Outcome.CANCELLED
         roles[-1] = _verdict_role(r.verdict)
         out.append(line(row, roles))
     out.append("  " + style.rule * (sum(widths) + 2 * (len(widths) - 1)))
@@ -356,3 +360,10 @@ def orphan_lines(results: Sequence[Result], style: Style) -> list[str]:
             out.append(f"  {style.paint(sc.Outcome.ORPHANED, 'orphan')} {r.name}: "
                        f"{t.call_id} ({t.tool}, {t.kind}) {alive}{where}")
     return out
+
+
+def unanswered_lines(results: Sequence[Result], style: Style) -> list[str]:
+    """One line per function call left without a response: scenario, call, why."""
+    return [f"  {style.paint(sc.Outcome.CANCELLED, 'unanswered')} {r.name}: {u.call_id} "
+            f"({u.tool}) has no function response; its task: {u.reason}"
+            for r in results for u in r.unanswered]

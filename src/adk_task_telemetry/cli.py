@@ -142,6 +142,21 @@ def _tasks_from_spans(spans: Sequence[Any], pending: set[str],
     return tasks
 
 
+def _unanswered_from_spans(spans: Sequence[Any]) -> list[render.Unanswered]:
+    """The ``unanswered_call`` events of one run (on ADK's run span or on ours)."""
+    out = []
+    for s in spans:
+        for e in s.events:
+            if e.name == sc.EVENT_UNANSWERED_CALL:
+                a = e.attributes or {}
+                out.append(render.Unanswered(
+                    call_id=str(a.get(sc.GEN_AI_TOOL_CALL_ID, "")),
+                    tool=str(a.get(sc.GEN_AI_TOOL_NAME, "")),
+                    reason=str(a.get(sc.ADK_TOOL_CALL_UNANSWERED_REASON, "")),
+                    invocation_id=str(a.get(sc.ADK_INVOCATION_ID, ""))))
+    return out
+
+
 def _span_totals(tasks: Sequence[render.Task]) -> tuple[int, dict[str, int], int, int]:
     """The same totals as _metric_totals, from spans: for --otlp, where the metrics
     go to the exporter's reader and not to ours."""
@@ -198,7 +213,9 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
     try:
         probed = set(run.probe.tasks) if run is not None else set()
         pending = set(run.probe.pending()) if run is not None else set()
-        result.tasks = _tasks_from_spans(exporter.get_finished_spans(), pending, probed)
+        finished = exporter.get_finished_spans()
+        result.tasks = _tasks_from_spans(finished, pending, probed)
+        result.unanswered = _unanswered_from_spans(finished)
         result.started, result.ended, result.orphaned, result.orphans_alive = (
             _metric_totals(reader) if reader is not None else _span_totals(result.tasks))
         result.plugin_errors = plugin.internal_errors - errors_before
@@ -430,6 +447,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     def draw(result: render.Result) -> None:
         print(render.timeline(result, style, width), file=out)
+        for line in render.unanswered_lines([result], style):
+            print(line, file=out)
         print(file=out, flush=True)
 
     try:
@@ -503,6 +522,8 @@ def audit_document(results: Sequence[render.Result]) -> dict[str, Any]:
             "failure": r.failure,
             "plugin_internal_errors": r.plugin_errors,
             "orphans": [_orphan_json(t) for t in r.tasks if t.orphan is not None],
+            "unanswered": [{"call_id": u.call_id, "tool": u.tool, "reason": u.reason,
+                            "invocation_id": u.invocation_id} for u in r.unanswered],
             "tasks": [_task_json(t) for t in sorted(r.tasks, key=lambda t: t.start_ns)],
         })
     return {
@@ -518,6 +539,7 @@ def audit_document(results: Sequence[render.Result]) -> dict[str, Any]:
             "ended": {o: sum(r.ended.get(o, 0) for r in results)
                       for o in render.ENDED_OUTCOMES},
             "orphaned": sum(r.orphaned for r in results),
+            "unanswered": sum(len(r.unanswered) for r in results),
         },
         "scenarios": scenarios,
     }
@@ -553,7 +575,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         out.write("\n")
         return code
     print(render.summary_table(results, style), file=out)
-    lines = render.orphan_lines(results, style)
+    lines = render.orphan_lines(results, style) + render.unanswered_lines(results, style)
     for r in results:
         if r.verdict == "failed":
             why = r.failure or f"{r.unaccounted} task(s) started but never ended"
@@ -575,6 +597,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         verdict = style.paint("clean", f"PASS: no orphaned tool tasks in {len(results)} "
                                        f"scenarios on {adk}")
     print(f"\n{verdict}", file=out)
+    unanswered = sum(len(r.unanswered) for r in results)
+    if unanswered:
+        print(style.paint("dim", f"note: {unanswered} function call"
+                                 f"{'s' if unanswered != 1 else ''} left without a response "
+                                 "(verdict UNANSWERED; the exit code counts orphans only)"),
+              file=out)
     return code
 
 
