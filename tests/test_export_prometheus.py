@@ -177,10 +177,17 @@ def test_prometheus_scrapes_the_contract_series(
     from .conftest import has_seed_bug
 
     expected = 2.0 if has_seed_bug() else 1.0
-    raw = _get(f"{prometheus}/api/v1/query?query=" + urllib.parse.quote(
-        "adk_tool_task_orphaned_total"))["data"]["result"]
-    assert sum(orphaned.values()) == expected, (orphaned, raw, done_at, _get(f"{prometheus}/api/v1/query?query={up}"))
+    assert sum(orphaned.values()) == expected, orphaned
     assert set(orphaned) <= {"live_teardown", "run_task_done", "run_span_end"}
+    # The call ledger: parallel_one_fails leaves its three calls without a response.
+    q = urllib.parse.quote(
+        'sum by (gen_ai_tool_name, adk_tool_call_unanswered_reason) '
+        '(adk_tool_call_unanswered_total{job="agent"})')
+    unanswered = {(r["metric"]["gen_ai_tool_name"],
+                   r["metric"]["adk_tool_call_unanswered_reason"]): float(r["value"][1])
+                  for r in _get(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]}
+    assert unanswered[("flaky_api", "error")] == 1.0, unanswered
+    assert sum(unanswered.values()) == 3.0, unanswered
     q = urllib.parse.quote(
         'sum(adk_tool_task_duration_seconds_count{gen_ai_tool_name="slow_search"})')
     result = _get(f"{prometheus}/api/v1/query?query={q}")["data"]["result"]
