@@ -19,6 +19,12 @@ Strict, whatever the timing:
     = orphaned spans; active, orphans_alive, open_tasks(), state() back to 0
     after cleanup; no internal error; no "end() on an ended span" warning.
 
+The call ledger, against what the session service stored (read after cleanup):
+every call stored without a response is reported ``unanswered_call`` once, and
+every report names a call of that invocation; a report whose call has a stored
+response now is accepted only if that response was stored after the report
+(a live non-blocking tool may answer after its run ended).
+
 Ambiguous, so either answer is accepted: a task that ended while the run was
 ending (after the caller acted, before ADK's teardown was over) and whose orphan
 report, if any, is dated before the end of the task: the sweep saw it running.
@@ -26,7 +32,7 @@ report, if any, is dated before the end of the task: the sweep saw it running.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
@@ -123,9 +129,67 @@ def check_counts(outcome: Outcome, telemetry: Telemetry,
     return problems
 
 
+CallKey = tuple[str, str]  # (invocation id, call id)
+
+
+def stored_calls(events: list[Any]) -> tuple[Counter[CallKey], Counter[CallKey],
+                                              dict[CallKey, float]]:
+    """From the session's own events: calls (minus long-running ones, which a later
+    invocation answers), responses, and when each call's last response was stored."""
+    calls: Counter[CallKey] = Counter()
+    responses: Counter[CallKey] = Counter()
+    answered_at: dict[CallKey, float] = {}
+    later: set[CallKey] = set()
+    for e in events:
+        inv = str(e.invocation_id)
+        later.update((inv, i) for i in (e.long_running_tool_ids or ()))
+        for part in (e.content.parts or []) if e.content else []:
+            if part.function_call is not None:
+                calls[(inv, str(part.function_call.id))] += 1
+            if part.function_response is not None:
+                key = (inv, str(part.function_response.id))
+                responses[key] += 1
+                answered_at[key] = float(e.timestamp)
+    return Counter({k: n for k, n in calls.items() if k not in later}), responses, answered_at
+
+
+def stored_unanswered(events: list[Any]) -> Counter[CallKey]:
+    """(invocation id, call id) of every stored call without a stored response."""
+    calls, responses, _ = stored_calls(events)
+    return calls - responses
+
+
+def check_ledger(stored: list[Any], telemetry: Telemetry) -> list[str]:
+    problems: list[str] = []
+    reports: dict[CallKey, list[float]] = defaultdict(list)
+    for s in telemetry.spans.get_finished_spans():
+        for e in s.events:
+            if e.name == sc.EVENT_UNANSWERED_CALL:
+                a = e.attributes or {}
+                key = (str(a.get(sc.ADK_INVOCATION_ID)), str(a.get(sc.GEN_AI_TOOL_CALL_ID)))
+                reports[key].append(e.timestamp / 1e9)
+    calls, responses, answered_at = stored_calls(stored)
+    unanswered = calls - responses
+    for key, n in unanswered.items():
+        if len(reports.get(key, [])) != n:
+            problems.append(f"{key[1]}: stored without a response {n}x, reported "
+                            f"unanswered {len(reports.get(key, []))}x")
+    for key, times in reports.items():
+        if key in unanswered:
+            continue
+        if key not in calls:
+            problems.append(f"{key[1]}: reported unanswered, but the session has no such call")
+        elif answered_at[key] < min(times):
+            problems.append(f"{key[1]}: reported unanswered, but its response was stored "
+                            "before the report")
+    return problems
+
+
 def check(outcome: Outcome, telemetry: Telemetry, plugin: TaskTelemetryPlugin,
-          sdk_warnings: list[str]) -> list[str]:
+          sdk_warnings: list[str], stored: list[Any] | None = None) -> list[str]:
     problems = check_spans(outcome, telemetry) + check_counts(outcome, telemetry, plugin)
+    if stored is not None:
+        problems += check_ledger(stored, telemetry)
     ended_twice = [w for w in sdk_warnings if "on an ended span" in w]
     if ended_twice:
         problems.append(f"the SDK warned {len(ended_twice)}x: {ended_twice[0]!r}")

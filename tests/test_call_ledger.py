@@ -23,27 +23,12 @@ from adk_task_telemetry.scenarios import run_scenario
 from adk_task_telemetry.scenarios.library import SCENARIOS
 
 from .conftest import Telemetry
+from .lifecycle_oracle import stored_unanswered
 
 # The scenarios that leave calls without answers on every ADK version: a call that
 # raises (its siblings are cancelled on the versions that do so), a caller that
 # times out mid-tool, a consumer task cancelled mid-tool.
 UNANSWERED = ("parallel_one_fails", "caller_timeout", "consumer_cancelled")
-
-
-def stored_unanswered(events: list[Any]) -> Counter[tuple[str, str]]:
-    """(invocation id, call id) of every stored call without a stored response."""
-    calls: Counter[tuple[str, str]] = Counter()
-    answered: Counter[tuple[str, str]] = Counter()
-    later: set[tuple[str, str]] = set()
-    for e in events:
-        inv = str(e.invocation_id)
-        later.update((inv, i) for i in (e.long_running_tool_ids or ()))
-        for part in (e.content.parts or []) if e.content else []:
-            if part.function_call is not None:
-                calls[(inv, str(part.function_call.id))] += 1
-            if part.function_response is not None:
-                answered[(inv, str(part.function_response.id))] += 1
-    return Counter({k: n for k, n in (calls - answered).items() if k not in later})
 
 
 def reported_events(telemetry: Telemetry) -> list[dict[str, Any]]:

@@ -157,7 +157,10 @@ class Tracker:
         run = self._runs.get(invocation_id)
         if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
             run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
-        if owner is not None and run.context_ref is None:
+        if owner is not None and run.context_ref is None and self.current() is None:
+            # Not for a run started inside one of our tool tasks (an AgentTool's
+            # sub-agent): its session is thrown away with it; the AgentTool's own
+            # call is the one the user's session keeps.
             with contextlib.suppress(TypeError):
                 run.context_ref = weakref.ref(owner)
         if owner is not None and run.finalizer is None:

@@ -536,6 +536,7 @@ class _Run:
         self.runner = Runner(app=app, session_service=InMemorySessionService())
         self.before: set[asyncio.Task[Any]] = set()
         self.last_event_ns = 0
+        self.session_id = ""
 
     def _mark_end(self) -> None:
         if not self.out.end_begin_ns:
@@ -569,6 +570,7 @@ class _Run:
     async def run(self) -> Outcome:
         session = await self.runner.session_service.create_session(
             app_name=APP_NAME, user_id=USER_ID)
+        self.session_id = str(session.id)
         self.before = set(asyncio.all_tasks())
         self.last_event_ns = time.time_ns()
         try:
@@ -614,6 +616,12 @@ class _Run:
             await self.runner.close()
         for _ in range(3):
             await asyncio.sleep(0)
+
+    async def stored_events(self) -> list[Any]:
+        """What the session service kept: the truth of which calls got a response."""
+        session = await self.runner.session_service.get_session(
+            app_name=APP_NAME, user_id=USER_ID, session_id=self.session_id)
+        return list(session.events) if session is not None else []
 
     # --- run_async callers -------------------------------------------------------
 
