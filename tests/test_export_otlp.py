@@ -207,7 +207,21 @@ def test_metrics_names_units_temporality_and_attributes(exported: Exported) -> N
     points = _points(exported.rx)
     assert set(CONTRACT) <= set(points)
     # Nothing of ours duplicates ADK's instruments (gen_ai.execute_tool.duration).
-    assert all(name.startswith("adk.tool_task.") for name in points), sorted(points)
+    assert all(name.startswith(("adk.tool_task.", "adk.tool_call.")) for name in points), \
+        sorted(points)
+    # The call ledger: parallel_one_fails leaves its three calls without a response.
+    unanswered = points["adk.tool_call.unanswered"]
+    for metric, point in unanswered:
+        assert metric.WhichOneof("data") == "sum" and metric.unit == "{call}"
+        assert metric.sum.is_monotonic and metric.sum.aggregation_temporality == CUMULATIVE
+        assert set(attrs(point.attributes)) == {
+            "gen_ai.tool.name", "gen_ai.agent.name", "adk.app.name",
+            "adk.tool_call.unanswered.reason"}
+    totals = {}  # cumulative: the last export holds the totals
+    for _, point in unanswered:
+        a = attrs(point.attributes)
+        totals[(a["gen_ai.tool.name"], a["adk.tool_call.unanswered.reason"])] = point.as_int
+    assert totals[("flaky_api", "error")] == 1 and sum(totals.values()) == 3, totals
     for name, (kind, unit, extra) in CONTRACT.items():
         assert points[name], name
         for metric, point in points[name]:
@@ -256,13 +270,24 @@ def test_duration_and_orphan_points_carry_exemplars_of_their_task_span(
 
 def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Exported) -> None:
     spans = exported.by_call()
-    ours = [(res, rec) for res, scope, rec in exported.rx.log_records()
-            if scope == "adk_task_telemetry"]
+    records = [(res, rec) for res, scope, rec in exported.rx.log_records()
+               if scope == "adk_task_telemetry"]
+    ours = [(res, rec) for res, rec in records
+            if rec.body.string_value.startswith("orphaned tool task:")]
     expected = ["call-direct-orphan"] + (["call-goog"] if has_seed_bug() else [])
     orphans = {cid: s for cid, s in spans.items()
                if attrs(s.attributes)["adk.tool_task.outcome"] == "orphaned"}
     assert sorted(orphans) == sorted(expected)
     assert len(ours) == len(expected)
+    # The call ledger's records: parallel_one_fails' three calls, each in its run's trace.
+    unanswered = [rec for _, rec in records
+                  if rec.body.string_value.startswith("unanswered function call:")]
+    assert len(records) == len(ours) + len(unanswered)
+    assert sorted(r.body.string_value.split("call_id=")[1].split()[0] for r in unanswered) == [
+        "call-fail", "call-s1", "call-s2"]
+    for rec in unanswered:
+        assert rec.severity_number == 13
+        assert rec.trace_id == spans["call-fail"].trace_id
     for res, rec in ours:
         assert rec.severity_number == 13  # WARN
         body = rec.body.string_value
