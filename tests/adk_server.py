@@ -79,6 +79,13 @@ class Server:
         r.raise_for_status()
         return str(r.json()["id"])
 
+    def stored_events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's events as ADK's server stored them (its REST API)."""
+        r = self.client.get(f"/apps/{APP}/users/{USER}/sessions/{session_id}")
+        r.raise_for_status()
+        events: list[dict[str, Any]] = r.json()["events"]
+        return events
+
     def run(self, text: str) -> list[dict[str, Any]]:
         r = self.client.post("/run", json=_run_request(self.session(), text))
         r.raise_for_status()
@@ -120,11 +127,12 @@ def _run_request(session_id: str, text: str, **extra: Any) -> dict[str, Any]:
             "new_message": {"role": "user", "parts": [{"text": text}]}, **extra}
 
 
-def sse_until_function_call(server: Server, text: str) -> list[dict[str, Any]]:
+def sse_until_function_call(server: Server, text: str,
+                            session_id: str | None = None) -> list[dict[str, Any]]:
     """POST /run_sse, read events until the model's function call arrives, then
     leave: the connection is closed while the tool runs."""
     events: list[dict[str, Any]] = []
-    body = _run_request(server.session(), text, streaming=False)
+    body = _run_request(session_id or server.session(), text, streaming=False)
     with httpx.Client(base_url=server.base, timeout=30) as client, \
             client.stream("POST", "/run_sse", json=body) as response:
         response.raise_for_status()

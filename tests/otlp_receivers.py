@@ -95,7 +95,9 @@ class Received:
                     for ss in rs.scope_spans for span in ss.spans]
 
     def tool_spans(self) -> list[Span]:
-        return [s for _, scope, s in self.spans() if scope == SCOPE]
+        """Our ``tool_task`` spans (not the call ledger's ``unanswered_call`` spans)."""
+        return [s for _, scope, s in self.spans()
+                if scope == SCOPE and s.name.startswith("tool_task ")]
 
     def metric_list(self, scope: str = SCOPE) -> list[tuple[dict[str, Any], Metric]]:
         with self.cond:

@@ -118,13 +118,36 @@ def test_sse_client_disconnects_mid_tool(served: tuple[Server, Received]) -> Non
     tag = _tag()
     # Let the call start, then close the connection while the tool sleeps.
     server.wait_state(lambda s: s["open"] == 0)
-    events = sse_until_function_call(server, f"slow {tag}")
+    sid = server.session()
+    events = sse_until_function_call(server, f"slow {tag}", sid)
     assert events, "no event before the function call"
     state = _settled(server)
     assert (state["runs"], state["open"], state["orphans"]) == (0, 0, 0), state
     span = _wait_spans(rx, tag, 1)[f"{tag}-slow"]
     assert _outcome(span) == "cancelled"
     assert [e.name for e in span.events] == ["cancelled"]
+    # The call ledger agrees with what ADK's server stored: a stored call with no stored
+    # response is reported, in the run's trace; nothing else is.
+    stored = server.stored_events(sid)
+    parts = [p for e in stored for p in (e.get("content") or {}).get("parts") or []]
+    calls = {p["functionCall"]["id"] for p in parts if p.get("functionCall")}
+    answered = {p["functionResponse"]["id"] for p in parts if p.get("functionResponse")}
+
+    def unanswered() -> list[tuple[Any, dict[str, Any]]]:
+        return [(s, attrs(e.attributes)) for _, _, s in rx.spans() for e in s.events
+                if e.name == "unanswered_call"
+                and str(attrs(e.attributes).get("gen_ai.tool.call.id", "")).startswith(tag)]
+
+    if calls - answered:
+        assert calls - answered == {f"{tag}-slow"}
+        assert rx.wait_for(lambda: bool(unanswered()), timeout=20)
+        ((carrier, event),) = unanswered()
+        assert carrier.trace_id == span.trace_id
+        assert event["gen_ai.tool.name"] == "slow_search"
+        assert event["adk.tool_call.unanswered.reason"] == "caller_cancelled"
+    else:  # this ADK stores the call only once its response is there
+        time.sleep(1.0)
+        assert unanswered() == []
 
 
 def test_live_seed_scenario_then_the_client_goes_away(
