@@ -59,12 +59,14 @@ $(VENVS)/adk-%/.installed: pyproject.toml
 
 venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
 
-# Debian's prometheus (promtool, a real server) and docker-compose, where we are root.
+# Debian's prometheus (promtool, a real server), docker-compose and chromium (renders the
+# HTML report in tests/test_html_report.py), where we are root.
 system-deps:
-	@if ! command -v promtool >/dev/null || ! command -v docker-compose >/dev/null; then \
+	@if ! command -v promtool >/dev/null || ! command -v docker-compose >/dev/null \
+	    || ! command -v chromium >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus docker-compose >/dev/null; \
-	  else echo "note: install Debian's prometheus and docker-compose packages to run every test"; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus docker-compose chromium >/dev/null; \
+	  else echo "note: install Debian's prometheus, docker-compose and chromium packages to run every test"; fi; \
 	fi
 
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
