@@ -29,7 +29,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from adk_task_telemetry import _render as render
 from adk_task_telemetry import adk_compat
-from adk_task_telemetry.report_html import ReportInfo, render_report
+from adk_task_telemetry.report_html import ReportInfo, display_path, render_report
+from adk_task_telemetry.stacks import parse_frames
 
 from .conftest import has_seed_bug
 
@@ -164,6 +165,8 @@ READ_REPORT_JS = r"""
     orphans: [...sec.querySelectorAll('.orphan')].map(o => ({
       call_id: o.dataset.callId, text: text(o),
       stuck: [...o.querySelectorAll('mark.stuck')].map(m => m.textContent),
+      stuck_file: [...o.querySelectorAll('mark.stuck span.frame')].map(f => f.dataset.file),
+      frame_files: [...o.querySelectorAll('pre.stack span.frame')].map(f => f.dataset.file),
       stack: o.querySelector('pre.stack') ? o.querySelector('pre.stack').textContent : null})),
     unanswered: [...sec.querySelectorAll('table.unanswered tbody tr')].map(
       tr => [...tr.cells].map(text)),
@@ -344,14 +347,46 @@ def test_the_orphans_stack_marks_where_it_is_stuck(audit: Any) -> None:
         assert [o["call_id"] for o in got["orphans"]] == [o["call_id"] for o in want["orphans"]]
         for jo, ho in zip(want["orphans"], got["orphans"], strict=True):
             assert jo["end_trigger"] in ho["text"]
-            assert ho["stack"].strip() == jo["stacktrace"].strip()
+            _assert_same_stack(ho["stack"], jo["stacktrace"])
+            assert ho["frame_files"] == [f.file for f in parse_frames(jo["stacktrace"])]
             frame = jo["stuck_at"]
             assert frame is not None
             mark, code = ho["stuck"]  # the frame's line and its source line
-            assert f'"{frame["file"]}", line {frame["line"]}, in {frame["function"]}' in mark
+            assert ho["stuck_file"] == [frame["file"]]
+            assert mark.endswith(f'", line {frame["line"]}, in {frame["function"]}')
             assert code.strip() == frame["code"]
+            assert f':{frame["line"]} in {frame["function"]}' in ho["text"]  # "Stuck at ..."
     if has_seed_bug():
         assert any(s["orphans"] for s in report["scenarios"]), "the seed orphan is shown"
+
+
+def _assert_same_stack(shown: str, raw: str) -> None:
+    """The page shows the event's stack line for line; a frame's path may be shortened
+    (``…/<import root>/rest``, or relative to the current directory), nothing else."""
+    shown_lines, raw_lines = shown.strip("\n").splitlines(), raw.strip("\n").splitlines()
+    assert len(shown_lines) == len(raw_lines), (shown, raw)
+    for s_line, r_line in zip(shown_lines, raw_lines, strict=True):
+        frames = parse_frames(r_line)
+        if not frames:
+            assert s_line == r_line
+            continue
+        full, short = frames[0].file, parse_frames(s_line)[0].file
+        assert s_line.replace(f'"{short}"', f'"{full}"', 1) == r_line
+        if short.startswith("…/"):
+            assert full.endswith("/" + short[2:]) and len(short) < len(full)
+        else:
+            assert short == full or os.path.abspath(short) == full
+
+
+def test_display_path_shortens_to_the_import_root() -> None:
+    roots = ["/opt/venv/lib/python3.11/site-packages", "/usr/lib/python3.11"]
+    assert display_path("/opt/venv/lib/python3.11/site-packages/google/adk/x.py", roots) == (
+        "…/site-packages/google/adk/x.py")
+    assert display_path("/usr/lib/python3.11/asyncio/tasks.py", roots) == (
+        "…/python3.11/asyncio/tasks.py")
+    assert display_path(os.path.join(os.getcwd(), "app", "tools.py"), roots) == os.path.join(
+        "app", "tools.py")
+    assert display_path("/elsewhere/tools.py", roots) == "/elsewhere/tools.py"
 
 
 def test_summary_table_matches_the_json_document(audit: Any) -> None:
@@ -491,6 +526,7 @@ def test_unanswered_calls_failures_and_user_text_are_shown_escaped(
     assert row["tail"]["right"] > row["bar"]["right"]
     (o,) = late_r["orphans"]
     assert o["stack"] == stack.rstrip("\n")
+    assert o["stuck_file"] == ["/app/<tools>.py"]
     assert o["stuck"] == ['  File "/app/<tools>.py", line 7, in watch',
                           "    await feed.read()  # <b>not bold</b>"]
     assert "ended on its own after its run" in o["text"]

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import os
+import sys
+import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import _render as render
 from . import semconv as sc
-from .stacks import parse_frames
+from .stacks import Frame, parse_frames
 
-__all__ = ["ReportInfo", "render_report"]
+__all__ = ["ReportInfo", "display_path", "render_report"]
 
 #: Share of the time axis kept, right of the last end, for tails still running.
 RUNNING_ZONE = 0.18
@@ -41,6 +44,11 @@ class ReportInfo:
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _wrappable(value: str) -> str:
+    """Escaped, and allowed to wrap after ``_`` and ``-`` in a narrow column (print)."""
+    return _e(value).replace("_", "_<wbr>").replace("-", "-<wbr>")
 
 
 def _pct(frac: float) -> str:
@@ -104,7 +112,7 @@ def _axis_header(axis: _Axis) -> str:
              f'{_e(render.fmt_duration(axis.span_s))}</text>']
     if axis.running:
         parts.append(f'<line class="zone" x1="{end}" x2="{end}" y1="0" y2="16"/>'
-                     '<text class="zone" x="100%" y="12" text-anchor="end">still running</text>')
+                     '<text class="zone" x="100%" y="12" text-anchor="end">running</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -147,20 +155,52 @@ def _lane(t: render.Task, axis: _Axis) -> str:
     return "".join(out)
 
 
-def _stack(o: render.Orphan) -> str:
-    """The orphan's ``code.stacktrace``, the stuck-at frame (and its code) marked."""
+def _import_roots() -> list[str]:
+    """Directories code is imported from (site-packages, the standard library, a
+    source tree on sys.path), longest first."""
+    roots = {os.path.abspath(p) for p in (*sys.path, *sysconfig.get_paths().values()) if p}
+    return sorted((r for r in roots if os.path.isdir(r) and os.path.dirname(r) != r),
+                  key=len, reverse=True)
+
+
+def display_path(path: str, roots: Sequence[str] | None = None) -> str:
+    """A frame's file as a reader wants it: from the directory it was imported from
+    (``…/site-packages/google/adk/…``, ``…/python3.11/asyncio/tasks.py``), else relative
+    to the current directory; a CI machine's install prefix says nothing. The full
+    path stays in the page (the frame's ``title``)."""
+    for root in _import_roots() if roots is None else roots:
+        if path.startswith(root + os.sep):
+            return f"…/{os.path.basename(root)}/{path[len(root) + 1:]}"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") or os.path.isabs(rel) else rel
+
+
+def _where(frame: Frame, roots: Sequence[str]) -> str:
+    return f"{display_path(frame.file, roots)}:{frame.line} in {frame.func}"
+
+
+def _stack(o: render.Orphan, roots: Sequence[str]) -> str:
+    """The orphan's ``code.stacktrace``, line for line (paths shortened, the full one
+    in each frame's title), with the stuck-at frame and its source line marked."""
     stuck = o.stuck_at
-    lines = o.stacktrace.splitlines()
     out, mark_next = [], False
-    for line in lines:
+    for line in o.stacktrace.splitlines():
         frames = parse_frames(line)
         here = bool(frames) and stuck is not None and (
             frames[0].file, frames[0].line, frames[0].func) == (stuck.file, stuck.line,
                                                                 stuck.func)
+        text = _e(line)
+        if frames:
+            f = frames[0]
+            short = line.replace(f'"{f.file}"', f'"{display_path(f.file, roots)}"', 1)
+            text = (f'<span class="frame" data-file="{_e(f.file)}" title="{_e(f.file)}">'
+                    f"{_e(short)}</span>")
         if here or (mark_next and not frames):
-            out.append(f'<mark class="stuck">{_e(line)}</mark>')
-        else:
-            out.append(_e(line))
+            text = f'<mark class="stuck">{text}</mark>'
+        out.append(text)
         mark_next = here
     return "\n".join(out)
 
@@ -168,6 +208,7 @@ def _stack(o: render.Orphan) -> str:
 def _orphan_block(t: render.Task) -> str:
     assert t.orphan is not None
     o = t.orphan
+    roots = _import_roots()
     parts = [f'<div class="orphan" data-call-id="{_e(t.call_id)}">',
              f'<h4><span class="o-orphaned label">ORPHANED</span> <code>{_e(t.tool)}</code> '
              f"<code>{_e(t.call_id)}</code> ({_e(t.kind)}): {_e(o.state)}</h4>",
@@ -175,11 +216,12 @@ def _orphan_block(t: render.Task) -> str:
              f"{_e(render.fmt_duration(o.age_s))} old.</p>"]
     frame = o.stuck_at
     if frame is not None:
-        parts.append(f'<p>Stuck at <code class="where">{_e(frame.where())}</code>'
+        parts.append(f'<p>Stuck at <code class="where" title="{_e(frame.file)}">'
+                     f"{_e(_where(frame, roots))}</code>"
                      + (f": <code>{_e(frame.code)}</code>" if frame.code else "") + "</p>")
     if o.stacktrace:
         parts.append('<details open><summary>stack (<code>code.stacktrace</code>, innermost '
-                     f'last)</summary><pre class="stack">{_stack(o)}</pre></details>')
+                     f'last)</summary><pre class="stack">{_stack(o, roots)}</pre></details>')
     parts.append("</div>")
     return "".join(parts)
 
@@ -206,7 +248,8 @@ def _scenario(i: int, r: render.Result) -> str:
            f'<h3><code>{_e(r.name)}</code> <span class="verdict v-{_e(r.verdict)}">'
            f"{_e(r.verdict.upper())}</span></h3>",
            f'<p class="what">{_e(r.summary)} <span class="dim">· {_e(r.mode)} · {n} tool '
-           f'task{"s" if n != 1 else ""} · {_e(render.fmt_duration(r.wall_s))}</span></p>']
+           f'task{"s" if n != 1 else ""} · scenario wall time '
+           f"{_e(render.fmt_duration(r.wall_s))}</span></p>"]
     if r.failure:
         out.append(f'<p class="failure">Scenario failed: {_e(r.failure)}</p>')
     if tasks:
@@ -219,8 +262,8 @@ def _scenario(i: int, r: render.Result) -> str:
         for t in tasks:
             out.append(
                 f'<tr class="task" data-call-id="{_e(t.call_id)}" data-tool="{_e(t.tool)}" '
-                f'data-outcome="{_e(t.outcome)}"><td><code>{_e(t.tool)}</code></td>'
-                f"<td><code>{_e(t.call_id)}</code></td><td>{_e(t.kind)}</td>"
+                f'data-outcome="{_e(t.outcome)}"><td><code>{_wrappable(t.tool)}</code></td>'
+                f"<td><code>{_wrappable(t.call_id)}</code></td><td>{_e(t.kind)}</td>"
                 f'<td class="bar">{_lane(t, axis)}</td>'
                 f'<td class="outcome o-{_e(t.outcome)}">{_e(_outcome_label(t))}</td></tr>')
         out.append("</tbody></table>")
@@ -324,10 +367,11 @@ section.scenario{border:1px solid var(--line);border-radius:6px;padding:10px 14p
 margin:12px 0;break-inside:avoid}
 table{border-collapse:collapse}
 table.timeline{width:100%;table-layout:fixed;margin-top:6px}
-table.timeline th,table.timeline td{padding:1px 6px;text-align:left;vertical-align:middle;
-overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+table.timeline th,table.timeline td{padding:1px 6px;text-align:left;vertical-align:middle}
+table.timeline td:nth-child(-n+2){overflow-wrap:anywhere}
+table.timeline td:nth-child(3){font-size:13px}
 table.timeline thead th{font-weight:normal;color:var(--dim);font-size:12px}
-col.c-tool{width:15%}col.c-call{width:13%}col.c-kind{width:8.5%}col.c-outcome{width:21%}
+col.c-tool{width:15%}col.c-call{width:13%}col.c-kind{width:9%}col.c-outcome{width:21%}
 td.bar,th.bar{padding:0 2px}
 svg{display:block;overflow:visible}
 svg.axis text{font-size:11px;fill:var(--dim)}svg.axis text.zone{fill:var(--orphaned)}
