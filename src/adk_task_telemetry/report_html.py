@@ -369,7 +369,6 @@ table{border-collapse:collapse}
 table.timeline{width:100%;table-layout:fixed;margin-top:6px}
 table.timeline th,table.timeline td{padding:1px 6px;text-align:left;vertical-align:middle}
 table.timeline td:nth-child(-n+2){overflow-wrap:anywhere}
-table.timeline td:nth-child(3){font-size:13px}
 table.timeline thead th{font-weight:normal;color:var(--dim);font-size:12px}
 col.c-tool{width:15%}col.c-call{width:13%}col.c-kind{width:9%}col.c-outcome{width:21%}
 td.bar,th.bar{padding:0 2px}
