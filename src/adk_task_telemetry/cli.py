@@ -734,6 +734,7 @@ def build_parser() -> argparse.ArgumentParser:
             "scenario, tool tasks started, ended by outcome, orphaned, and a verdict. "
             "Exit 1 when any task was orphaned: put it in CI before upgrading ADK."),
         epilog=f"examples:\n  {PROG} audit\n  {PROG} audit --json | jq .verdict\n"
+               f"  {PROG} audit --html audit-report.html    # also an HTML report\n"
                f"  {PROG} audit -q --scenario seed_bug && echo 'no leaks'\n\n"
                f"{_scenario_list()}\n\n{_EXIT_CODES}\n\n{_ENV}\n\n"
                "The --json document is described in docs/cli.md (schema "
