@@ -105,10 +105,10 @@ def _tail_end(t: render.Task) -> int | None:
 
 def _axis_header(axis: _Axis) -> str:
     end = _pct(axis.timed)
-    anchor = "end"
-    parts = ['<svg class="axis" width="100%" height="16" aria-hidden="true">',
+    parts = ['<span class="sr">timeline</span>'
+             '<svg class="axis" width="100%" height="16" aria-hidden="true">',
              '<text x="0" y="12">0</text>',
-             f'<text x="{end}" y="12" text-anchor="{anchor}">'
+             f'<text x="{end}" y="12" text-anchor="end">'
              f'{_e(render.fmt_duration(axis.span_s))}</text>']
     if axis.running:
         parts.append(f'<line class="zone" x1="{end}" x2="{end}" y1="0" y2="16"/>'
@@ -129,8 +129,10 @@ def _bar_title(t: render.Task, axis: _Axis) -> str:
 
 def _lane(t: render.Task, axis: _Axis) -> str:
     """One task's bar; an orphan's bar stops at its run's end, its tail goes on."""
-    x0 = axis.x(t.start_ns)
-    x1 = max(axis.x(t.drawn_end_ns), x0 + MIN_BAR_PCT / 100)
+    x0, x1 = axis.x(t.start_ns), axis.x(t.drawn_end_ns)
+    if x1 - x0 < MIN_BAR_PCT / 100:  # widened to stay visible, inside the lane
+        x1 = min(1.0, x0 + MIN_BAR_PCT / 100)
+        x0 = x1 - MIN_BAR_PCT / 100
     cls = f"o-{_e(t.outcome)}"
     out = ['<svg class="lane" width="100%" height="20" role="img">',
            f"<title>{_e(_bar_title(t, axis))}</title>",
@@ -295,7 +297,7 @@ def _cell(r: render.Result, column: str) -> str:
 
 def _summary(results: Sequence[render.Result]) -> str:
     cols = render.TABLE_COLUMNS
-    head = "".join(f'<th scope="col" class="{"num" if i > 1 and c != "verdict" else ""}">'
+    head = "".join(f'<th scope="col"{" class=num" if i > 1 and c != "verdict" else ""}>'
                    f"{_e(c)}</th>" for i, c in enumerate(cols))
     rows = []
     for i, r in enumerate(results):
@@ -360,6 +362,7 @@ h1{font-size:20px;margin:0 0 6px}h2{font-size:17px;margin:26px 0 8px;
 border-bottom:1px solid var(--line);padding-bottom:4px}
 h3{font-size:15px;margin:0 0 2px}h4{font-size:13.5px;margin:10px 0 2px;font-weight:600}
 p{margin:4px 0}.dim{color:var(--dim)}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%)}
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:1px 14px;margin:6px 0 10px}
 dl.meta dt{color:var(--dim)}dl.meta dd{margin:0}
 .headline{font-weight:600;font-size:15px;margin:8px 0}
