@@ -433,6 +433,7 @@ def _headline(results: Sequence[render.Result]) -> str:
         parts.append("no orphaned tool tasks")
     if unanswered:
         parts.append(f"{unanswered} unanswered call{'s' if unanswered != 1 else ''}")
+        cls = "v-unanswered" if not orphaned else cls
     if failed:
         parts.append(f"{failed} scenario{'s' if failed != 1 else ''} failed")
         cls = "v-failed" if not orphaned else cls
