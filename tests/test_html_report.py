@@ -433,6 +433,26 @@ def test_the_report_fetches_nothing_and_runs_no_script(audit: Any, out_dir: Path
     assert page.requested_urls() == [(out_dir / "audit.html").as_uri()]
 
 
+def test_it_prints_with_its_colours_on_white(audit: Any) -> None:
+    """Printed (CSS print media), bars keep their fills (browsers drop backgrounds
+    and colours unless told to print them exactly) and the page stays light."""
+    _, _, report, page = audit
+    page.browser.send("Emulation.setEmulatedMedia", {"media": "print"}, page.session)
+    try:
+        printed = page.eval(READ_REPORT_JS)
+        adjust = page.eval("getComputedStyle(document.documentElement).printColorAdjust")
+    finally:
+        page.browser.send("Emulation.setEmulatedMedia", {"media": ""}, page.session)
+    assert adjust == "exact"
+    assert _contrast(printed["body_background"], "rgb(255, 255, 255)") < 1.05
+    screen_rows = [r for s in report["scenarios"] for r in s["tasks"]]
+    print_rows = [r for s in printed["scenarios"] for r in s["tasks"]]
+    assert [r["bar_fill"] for r in print_rows] == [r["bar_fill"] for r in screen_rows]
+    assert all(r["bar"]["width"] > 0 for r in print_rows)
+    pdf = page.browser.send("Page.printToPDF", {}, page.session)
+    assert len(pdf["data"]) > 1000
+
+
 def test_exit_code_and_stdout_are_those_of_the_command(audit: Any, out_dir: Path) -> None:
     proc, doc, _, _ = audit
     assert proc.returncode == doc["exit_code"] == (1 if has_seed_bug() else 0), proc.stderr
