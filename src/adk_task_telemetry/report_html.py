@@ -265,7 +265,7 @@ def _scenario(i: int, r: render.Result) -> str:
             out.append(
                 f'<tr class="task" data-call-id="{_e(t.call_id)}" data-tool="{_e(t.tool)}" '
                 f'data-outcome="{_e(t.outcome)}"><td><code>{_wrappable(t.tool)}</code></td>'
-                f"<td><code>{_wrappable(t.call_id)}</code></td><td>{_e(t.kind)}</td>"
+                f"<td><code>{_wrappable(t.call_id)}</code></td><td><code>{_e(t.kind)}</code></td>"
                 f'<td class="bar">{_lane(t, axis)}</td>'
                 f'<td class="outcome o-{_e(t.outcome)}">{_e(_outcome_label(t))}</td></tr>')
         out.append("</tbody></table>")
