@@ -33,7 +33,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
+.PHONY: demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -50,6 +50,22 @@ DEMO_ADK ?= 2.12.0
 demo: .venv/.installed-$(DEMO_ADK)
 	.venv/bin/adk-task-telemetry demo
 
+# docs/img/demo-report.png: the demo's --html report (google-adk $(DEMO_ADK), the scenarios
+# of docs/cli.md's capture) in headless Chromium. DEMO_CLI= another adk-task-telemetry
+# command skips building .venv. The flags keep Chromium off the (closed) network.
+DEMO_CLI ?= .venv/bin/adk-task-telemetry
+SCREENSHOT_SCENARIOS := -s seed_bug -s parallel_one_fails -s recovered_error -s live_stop_streaming
+SCREENSHOT_SIZE ?= 1280,1530
+CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
+screenshot: $(if $(filter .venv/%,$(DEMO_CLI)),.venv/.installed-$(DEMO_ADK)) system-deps
+	@cli='$(DEMO_CLI)'; case $$cli in .venv/*) cli=$$PWD/$$cli;; esac; \
+	  out=$$PWD/docs/img/demo-report.png; mkdir -p docs/img; tmp=$$(mktemp -d); \
+	  (cd $$tmp && $$cli demo -q $(SCREENSHOT_SCENARIOS) --html demo-report.html >/dev/null) && \
+	  chromium $(CHROMIUM_FLAGS) --user-data-dir=$$tmp/profile --window-size=$(SCREENSHOT_SIZE) \
+	    --screenshot=$$out file://$$tmp/demo-report.html 2>/dev/null; rc=$$?; \
+	  rm -rf $$tmp; test $$rc = 0 && ls -l $$out
+
 # --- test: one virtualenv per ADK version -------------------------------------
 $(VENVS)/adk-%/.installed: pyproject.toml
 	$(call make_venv,$(VENVS)/adk-$*)
@@ -59,12 +75,14 @@ $(VENVS)/adk-%/.installed: pyproject.toml
 
 venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
 
-# Debian's prometheus (promtool, a real server) and docker-compose, where we are root.
+# Debian's prometheus (promtool, a real server), docker-compose and chromium (renders the
+# HTML report in tests/test_html_report.py), where we are root.
 system-deps:
-	@if ! command -v promtool >/dev/null || ! command -v docker-compose >/dev/null; then \
+	@if ! command -v promtool >/dev/null || ! command -v docker-compose >/dev/null \
+	    || ! command -v chromium >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus docker-compose >/dev/null; \
-	  else echo "note: install Debian's prometheus and docker-compose packages to run every test"; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus docker-compose chromium >/dev/null; \
+	  else echo "note: install Debian's prometheus, docker-compose and chromium packages to run every test"; fi; \
 	fi
 
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed

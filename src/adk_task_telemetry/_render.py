@@ -112,6 +112,15 @@ class Orphan:
     def stuck_at(self) -> Frame | None:
         return innermost_user_frame(self.stacktrace)
 
+    @property
+    def state(self) -> str:
+        """What became of the task after its run, in words (terminal and HTML)."""
+        if self.still_running is True:
+            return "still running when the scenario ended"
+        if self.still_running is False:
+            return "ended on its own after its run"
+        return "outlived its run"
+
 
 @dataclass
 class Task:
@@ -275,14 +284,8 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
         if t.orphan is None:
             continue
         o = t.orphan
-        if o.still_running is True:
-            state = "still running when the scenario ended"
-        elif o.still_running is False:
-            state = "ended on its own after its run"
-        else:
-            state = "outlived its run"
         mark = style.paint(sc.Outcome.ORPHANED, "! orphan")
-        out.append(f"  {mark} {t.tool} {t.call_id} ({t.kind}): {state}")
+        out.append(f"  {mark} {t.tool} {t.call_id} ({t.kind}): {o.state}")
         out.append(f"      its run ended ({o.trigger}) when the task was "
                    f"{fmt_duration(o.age_s)} old")
         frame = o.stuck_at

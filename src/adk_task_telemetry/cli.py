@@ -434,8 +434,44 @@ def _start(args: argparse.Namespace) -> tuple[list[str], Any, render.Style, _Pro
     return names, out, style, progress
 
 
+def _html_path(args: argparse.Namespace) -> str | None:
+    """--html PATH, checked before anything runs: a typo in the directory must not
+    cost a whole run (the write itself can still fail, and is reported then)."""
+    path: str | None = args.html
+    if path is None:
+        return None
+    if not path or path == "-":
+        raise UsageError("--html: give a file path (the report is one HTML file)")
+    if os.path.isdir(path):
+        raise UsageError(f"--html: {path} is a directory; give a file path")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--html: cannot write {path}: no directory {parent}")
+    return path
+
+
+def _write_html(path: str | None, results: Sequence[render.Result], code: int) -> None:
+    """Writes the HTML report (after the run: the text output is already out)."""
+    if path is None:
+        return
+    import datetime
+    import shlex
+
+    from .report_html import ReportInfo, render_report
+
+    info = ReportInfo(command=shlex.join([PROG, *sys.argv[1:]]), versions=_versions(),
+                      generated=datetime.datetime.now(datetime.timezone.utc), exit_code=code)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(render_report(results, info))
+    except OSError as e:
+        raise UsageError(f"--html: cannot write {path}: {e.strerror or e}") from None
+    print(f"{PROG}: HTML report written to {path}", file=sys.stderr, flush=True)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     names, out, style, progress = _start(args)
+    html_path = _html_path(args)
     export = None
     if args.otlp is not None:
         endpoint = _check_endpoint(args.otlp)
@@ -474,7 +510,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("\n" + style.paint(sc.Outcome.ORPHANED, msg), file=out)
     else:
         print("\n" + style.paint("clean", "no orphaned tool tasks"), file=out)
-    return EXIT_FAILED if any(r.verdict == "failed" for r in results) else EXIT_OK
+    code = EXIT_FAILED if any(r.verdict == "failed" for r in results) else EXIT_OK
+    out.flush()
+    _write_html(html_path, results, code)
+    return code
 
 
 def _exit_code(results: Sequence[render.Result]) -> int:
@@ -566,6 +605,7 @@ def _orphan_json(t: render.Task) -> dict[str, Any]:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     names, out, style, progress = _start(args)
+    html_path = _html_path(args)
     progress.say(f"{PROG} audit: {len(names)} scenario{'s' if len(names) != 1 else ''} "
                  f"against google-adk {adk_compat.ADK_VERSION_STRING}")
     results = asyncio.run(_run_all(names, progress))
@@ -573,6 +613,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(audit_document(results), out, indent=2)
         out.write("\n")
+        out.flush()
+        _write_html(html_path, results, code)
         return code
     print(render.summary_table(results, style), file=out)
     lines = render.orphan_lines(results, style) + render.unanswered_lines(results, style)
@@ -603,6 +645,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                  f"{'s' if unanswered != 1 else ''} left without a response "
                                  "(verdict UNANSWERED; the exit code counts orphans only)"),
               file=out)
+    out.flush()
+    _write_html(html_path, results, code)
     return code
 
 
@@ -632,7 +676,8 @@ exit codes:
   0    audit: no tool task was orphaned; demo and version: they ran
   1    audit: at least one tool task was orphaned
   2    usage error (unknown command, option or scenario; a bad --otlp endpoint;
-       --otlp where OTLP export cannot be set up: export extra missing or broken)
+       --otlp where OTLP export cannot be set up: export extra missing or broken;
+       an --html file that cannot be written)
   3    a scenario could not run, or a task started and was never accounted for
   130  interrupted (Ctrl-C)"""
 
@@ -683,6 +728,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="no progress lines on stderr")
     common.add_argument("-v", "--verbose", action="store_true",
                         help="let ADK's and the plugin's own log records through to stderr")
+    common.add_argument("--html", metavar="PATH",
+                        help="also write a self-contained HTML report (timelines, orphans' "
+                             "stacks, summary table) to PATH; stdout and the exit code stay "
+                             "the same")
 
     demo = sub.add_parser(
         "demo", parents=[common], formatter_class=fmt,
@@ -713,6 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
             "scenario, tool tasks started, ended by outcome, orphaned, and a verdict. "
             "Exit 1 when any task was orphaned: put it in CI before upgrading ADK."),
         epilog=f"examples:\n  {PROG} audit\n  {PROG} audit --json | jq .verdict\n"
+               f"  {PROG} audit --html audit-report.html    # also an HTML report\n"
                f"  {PROG} audit -q --scenario seed_bug && echo 'no leaks'\n\n"
                f"{_scenario_list()}\n\n{_EXIT_CODES}\n\n{_ENV}\n\n"
                "The --json document is described in docs/cli.md (schema "
