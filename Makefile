@@ -55,7 +55,7 @@ demo: .venv/.installed-$(DEMO_ADK)
 # command skips building .venv. The flags keep Chromium off the (closed) network.
 DEMO_CLI ?= .venv/bin/adk-task-telemetry
 SCREENSHOT_SCENARIOS := -s seed_bug -s parallel_one_fails -s recovered_error -s live_stop_streaming
-SCREENSHOT_SIZE ?= 1280,1530
+SCREENSHOT_SIZE ?= 1280,1680
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
   --disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
 screenshot: $(if $(filter .venv/%,$(DEMO_CLI)),.venv/.installed-$(DEMO_ADK)) system-deps
