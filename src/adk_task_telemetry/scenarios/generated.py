@@ -287,6 +287,8 @@ class Outcome:
     end_begin_ns: int = 0
     end_ns: int = 0
     teardown_finished: bool = True
+    #: The caller's timeout ended the run (where it cuts is timing, not the scenario).
+    timed_out: bool = False
     #: Call ids pending at ``end_ns`` (one entry per task: duplicates repeat).
     real_orphans: list[TaskTruth] = field(default_factory=list)
 
@@ -555,6 +557,7 @@ class _Run:
                 self._got(await asyncio.wait_for(agen.__anext__(), limit))
         except asyncio.TimeoutError:
             self.out.end_begin_ns = start + int(limit * 1e9)
+            self.out.timed_out = True
         except StopAsyncIteration:
             pass
 
@@ -663,6 +666,7 @@ class _Run:
                 await asyncio.wait_for(consume_all(), RUN_TIMEOUT)
             except asyncio.TimeoutError:
                 self.out.end_begin_ns = start + int(RUN_TIMEOUT * 1e9)
+                self.out.timed_out = True
             await agen.aclose()
         elif caller == "timeout_event":
             await self._read_with_event_timeout(agen)
