@@ -237,6 +237,27 @@ def test_the_ini_option_turns_it_on(pytester: pytest.Pytester) -> None:
     _names_the_orphan(_failure(result.stdout.str(), "test_leak"), pytester)
 
 
+def test_an_orphan_outside_any_test_is_listed_in_the_summary(pytester: pytest.Pytester) -> None:
+    _project(pytester, """
+import asyncio
+
+from leaky import live_leak
+
+asyncio.run(live_leak([]))  # at collection: no test is running
+
+
+def test_clean():
+    pass
+""")
+    result = _run(pytester, "--adk-fail-on-orphans")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= adk-task-telemetry: tool tasks orphaned outside any test =*",
+        f"  stubborn_feed call-feed (streaming): run ended by {_trigger()} *",
+        f"    stuck at leaky.py:{_stuck_line(pytester)} in stubborn_feed",
+    ])
+
+
 #: Inner tests of the fixture, each through pytest-asyncio or anyio, with the test's
 #: own plugin or none (then the instrumentor's shared one).
 FIXTURE_TESTS = '''
