@@ -120,8 +120,9 @@ class _Recorder:
             return
         instrumentor = AdkTaskTelemetryInstrumentor()
         if not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument()
-            self._instrumentor = instrumentor
+            instrumentor.instrument()  # may decline (a dependency conflict): then not ours
+            if instrumentor.is_instrumented_by_opentelemetry:
+                self._instrumentor = instrumentor
 
     def switch(self, tasks: ToolTasks | None) -> ToolTasks | None:
         previous, self.current = self.current, tasks
