@@ -338,3 +338,21 @@ def test_the_gate_fails_async_leaks_with_and_without_an_own_plugin(
     for own in ("own_plugin", "no_plugin"):
         # Reported once: the instrumentor never adds a second plugin beside the app's.
         _names_the_orphan(_failure(out, f"test_anyio_leak_is_listed[{own}]"), anyio_project)
+
+
+def test_loading_the_plugin_imports_neither_adk_nor_the_sdk() -> None:
+    """pytest loads the entry point in every project where this package is installed:
+    without the option that must cost nothing (the package's public names are lazy)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, adk_task_telemetry, adk_task_telemetry.pytest_plugin; "
+            "heavy = sorted(m for m in sys.modules if m.startswith(('google.adk', "
+            "'opentelemetry.sdk', 'google.genai'))); print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", out
+    # ... and the public names still resolve on first use.
+    code = "from adk_task_telemetry import TaskTelemetryPlugin, configure_telemetry; print('ok')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "ok"
