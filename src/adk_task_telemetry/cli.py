@@ -303,6 +303,9 @@ class _Progress:
         what = f"{result.started} task{'s' if result.started != 1 else ''}"
         if result.orphaned:
             what += ", " + self.style.paint(sc.Outcome.ORPHANED, f"{result.orphaned} orphaned")
+        if result.unanswered:
+            what += ", " + self.style.paint(sc.Outcome.CANCELLED,
+                                            f"{len(result.unanswered)} unanswered")
         if result.failure:
             what += ", " + self.style.paint("failed", "failed: " + result.failure)
         print(f"{counter} {name:<22} {what}  ({result.wall_s:.2f} s)",
