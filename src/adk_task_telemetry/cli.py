@@ -177,8 +177,6 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
     SDK was read, so the drawing shows them alive."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from .plugin import TaskTelemetryPlugin
@@ -189,16 +187,16 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
     owned: list[Any] = []  # providers to shut down after this scenario
     reader: InMemoryMetricReader | None = None
     if export is None:
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer_provider, tee = _sdk_for_adk()
         reader = InMemoryMetricReader()
         meter_provider = MeterProvider(metric_readers=[reader])
-        owned = [tracer_provider, meter_provider]
+        owned = [meter_provider]
         plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
                                      meter_provider=meter_provider)
     else:
-        export.tee.target = exporter
+        tee = export.tee
         plugin = export.plugin
+    tee.target = exporter
     errors_before = plugin.internal_errors
     result = render.Result(name, scenario.summary, scenario.mode, 0.0)
     t0 = time.perf_counter()
@@ -222,14 +220,36 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
     finally:
         if run is not None:
             await run.probe.cleanup()
-        if export is not None:
-            export.tee.target = None
+        tee.target = None
         for provider in owned:
             provider.shutdown()
     return result
 
 
 ProgressFn = Callable[[int, int, str, "render.Result | None"], None]
+
+
+_local: list[tuple[Any, _Tee]] = []  # the one in-memory SDK of this process
+
+
+def _sdk_for_adk() -> tuple[Any, _Tee]:
+    """One SDK TracerProvider for ADK and the plugin, set as the global one (ADK
+    traces with that), teed into the scenario's in-memory exporter: the plugin sees
+    the end of ADK's run span, as it does wherever ``configure_telemetry()`` ran (on
+    ADK 1.x the only end signal of a run that failed or that its caller left), and
+    what it puts on ADK's span (``unanswered_call``) is read back like the rest."""
+    if not _local:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        provider = trace.get_tracer_provider()
+        if not isinstance(provider, TracerProvider):
+            provider = TracerProvider()
+            trace.set_tracer_provider(provider)
+        tee = _Tee()
+        provider.add_span_processor(tee)
+        _local.append((provider, tee))
+    return _local[0]
 
 
 async def _run_all(names: Sequence[str], progress: ProgressFn,
