@@ -24,6 +24,7 @@ from adk_task_telemetry.scenarios.library import SCENARIOS
 
 from .conftest import Telemetry
 from .lifecycle_oracle import stored_unanswered
+from .test_plugin_lifecycle import RUN_END_UNSEEN
 
 # The scenarios that leave calls without answers on every ADK version: a call that
 # raises (its siblings are cancelled on the versions that do so), a caller that
@@ -53,7 +54,14 @@ def seen() -> Any:
     observe.remove_observer(found.append)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in SCENARIOS if SCENARIOS[n].audit))
+def _scenarios() -> list[Any]:
+    return [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=(
+        "plugin gap on ADK < 1.19: a live run read in the caller's own task is never "
+        "ended, so it is never ledgered"))] if n in RUN_END_UNSEEN else [])
+        for n in sorted(n for n in SCENARIOS if SCENARIOS[n].audit)]
+
+
+@pytest.mark.parametrize("name", _scenarios())
 async def test_unanswered_calls_match_the_session(
         name: str, telemetry: Telemetry, seen: list[Any],
         caplog: pytest.LogCaptureFixture) -> None:
@@ -96,7 +104,9 @@ async def test_the_reason_is_what_became_of_the_calls_task(
         outcome = (span.attributes or {})[sc.ADK_TOOL_TASK_OUTCOME]
         causes = [(e.attributes or {}).get(sc.ADK_TOOL_TASK_CANCEL_CAUSE)
                   for e in span.events if e.name == sc.EVENT_CANCELLED]
-        want = causes[0] if outcome == sc.Outcome.CANCELLED else sc.UnansweredReason.UNKNOWN
+        want = {sc.Outcome.CANCELLED: causes[0] if causes else None,
+                sc.Outcome.ORPHANED: sc.UnansweredReason.ORPHANED,  # ADK < 1.32 lets it run
+                }.get(outcome, sc.UnansweredReason.UNKNOWN)
         assert by_call[sibling][sc.ADK_TOOL_CALL_UNANSWERED_REASON] == want
     # The counter has the bounded attributes only: no call or invocation id.
     for p in telemetry.metrics()[sc.METRIC_UNANSWERED]:
