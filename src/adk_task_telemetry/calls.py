@@ -53,8 +53,8 @@ def report_unanswered(run: RunRecord, found: list[tuple[UnansweredCall, str]],
     ends ADK's span before we can learn the run is over)."""
     run_span = run.span if run.span is not None and run.span.is_recording() else None
     for n, (call, author) in enumerate(found):
-        metrics.unanswered(call.tool_name, author, call.app_name, call.reason, run_span)
         if n >= MAX_TOLD_PER_RUN:
+            metrics.unanswered(call.tool_name, author, call.app_name, call.reason, run_span)
             continue
         attrs: dict[str, Any] = {
             sc.GEN_AI_TOOL_CALL_ID: call.call_id,
@@ -65,6 +65,8 @@ def report_unanswered(run: RunRecord, found: list[tuple[UnansweredCall, str]],
         }
         span = run_span or _own_span(run, tracer, attrs)
         span.add_event(sc.EVENT_UNANSWERED_CALL, attrs)
+        # The exemplar links the counter to the span that carries the event.
+        metrics.unanswered(call.tool_name, author, call.app_name, call.reason, span)
         with trace.use_span(span, end_on_exit=span is not run_span):
             logger.warning(
                 "unanswered function call: tool=%s call_id=%s invocation=%s reason=%s "
