@@ -121,8 +121,10 @@ async def _run_and_check(seed: int, telemetry: Telemetry,
         with_plugin, without = with_plugin[:cut], without[:cut]
     if with_plugin != without:
         problems.append(f"events differ with the plugin: {with_plugin} vs without: {without}")
-    # A run its caller's timeout cut never raises what it would have raised later.
-    if type(outcome.error) is not type(bare.error) and not (outcome.timed_out or bare.timed_out):
+    # A run its caller cut short (a timeout, a cancelled consumer) does not raise what it
+    # would have raised later: whether the cut came first is timing (a loaded machine
+    # showed seeds 76 and 93 on 2.12.0, seed 5 on 1.20.0).
+    if type(outcome.error) is not type(bare.error) and not (outcome.cut or bare.cut):
         problems.append(f"the run raised {outcome.error!r} with the plugin, "
                         f"{bare.error!r} without")
     assert not problems, f"{spec.describe()}\n  " + "\n  ".join(problems)

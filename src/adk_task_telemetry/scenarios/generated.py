@@ -287,8 +287,9 @@ class Outcome:
     end_begin_ns: int = 0
     end_ns: int = 0
     teardown_finished: bool = True
-    #: The caller's timeout ended the run (where it cuts is timing, not the scenario).
-    timed_out: bool = False
+    #: The caller cut the run short (its timeout fired, or it cancelled its consumer
+    #: mid-run): where it cuts is timing, not the scenario.
+    cut: bool = False
     #: Call ids pending at ``end_ns`` (one entry per task: duplicates repeat).
     real_orphans: list[TaskTruth] = field(default_factory=list)
 
@@ -557,7 +558,7 @@ class _Run:
                 self._got(await asyncio.wait_for(agen.__anext__(), limit))
         except asyncio.TimeoutError:
             self.out.end_begin_ns = start + int(limit * 1e9)
-            self.out.timed_out = True
+            self.out.cut = True
         except StopAsyncIteration:
             pass
 
@@ -666,7 +667,7 @@ class _Run:
                 await asyncio.wait_for(consume_all(), RUN_TIMEOUT)
             except asyncio.TimeoutError:
                 self.out.end_begin_ns = start + int(RUN_TIMEOUT * 1e9)
-                self.out.timed_out = True
+                self.out.cut = True
             await agen.aclose()
         elif caller == "timeout_event":
             await self._read_with_event_timeout(agen)
@@ -687,6 +688,7 @@ class _Run:
             if not consumer.done():
                 self._mark_end()
                 consumer.cancel()
+                self.out.cut = True
             await asyncio.gather(consumer, return_exceptions=True)
             if not consumer.cancelled() and consumer.exception() is not None:
                 raise consumer.exception()  # type: ignore[misc]  # the run's own error
