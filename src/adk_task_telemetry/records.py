@@ -60,8 +60,8 @@ class TaskSeen:
 @dataclass(frozen=True)
 class UnansweredCall:
     """A function call of a run that had no function response in the session when
-    the run ended. ``reason`` is what became of its tool task, when one ran: a
-    cancel cause, ``error`` or ``orphaned``; ``no_task`` when none ran."""
+    the run ended. ``reason`` is what became of its tool task: a cancel cause,
+    ``error`` or ``orphaned``; ``unknown`` when no task of it ended badly."""
 
     invocation_id: str
     app_name: str
