@@ -153,7 +153,7 @@ class Unanswered:
 
     call_id: str
     tool: str
-    reason: str  # what became of its tool task: a cancel cause, error, orphaned, no_task
+    reason: str  # what became of its tool task: a cancel cause, error, orphaned, unknown
     invocation_id: str = ""
 
 
