@@ -521,7 +521,7 @@ def test_unanswered_calls_failures_and_user_text_are_shown_escaped(
                            cancel_cause="caller_cancelled")],
         started=1, ended={"cancelled": 1},
         unanswered=[render.Unanswered("call-<1>", evil_tool, "caller_cancelled", "e-1"),
-                    render.Unanswered("adk-9", "lookup", "no_task", "e-1")])
+                    render.Unanswered("adk-9", "lookup", "unknown", "e-1")])
     late = render.Result(
         "late_orphan", "an orphan that ended on its own after its run", "async", 0.02,
         tasks=[render.Task("call-o", "watch", "streaming", "orphaned", 0, 9_000_000,
@@ -542,7 +542,7 @@ def test_unanswered_calls_failures_and_user_text_are_shown_escaped(
     assert lost["verdict"] == "unanswered"
     assert lost["tasks"][0]["cells"][0] == evil_tool
     assert lost["unanswered"] == [["call-<1>", evil_tool, "caller_cancelled", "e-1"],
-                                  ["adk-9", "lookup", "no_task", "e-1"]]
+                                  ["adk-9", "lookup", "unknown", "e-1"]]
     assert late_r["unanswered"] == []
     # An orphan that ended after its run: a tail to its end, no arrow.
     row = late_r["tasks"][0]
