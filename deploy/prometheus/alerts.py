@@ -123,6 +123,15 @@ sum by ({BY}) (
 
 # --- alerts -------------------------------------------------------------------------
 
+def _any_new(counter: str, by: str) -> str:
+    """Any increase of ``counter`` in the last 10 minutes, by ``by``. Two branches:
+    increase() for series seen before, and for a series first seen in the last 10
+    minutes its value itself (increase() cannot see a counter whose first sample is
+    already above zero)."""
+    return (f"sum by ({by}) (\n    increase({counter}[10m]) > 0\n  or\n"
+            f"    ({counter} > 0 unless {counter} offset 10m)\n)\n")
+
+
 _WHO = ("Tool {{ $labels.gen_ai_tool_name }} of agent {{ $labels.gen_ai_agent_name }} "
         "in app {{ $labels.adk_app_name }} (job {{ $labels.job }})")
 
@@ -134,13 +143,7 @@ ALERTS: list[dict[str, Any]] = [
                    "above zero:\na process that orphaned tasks before its first scrape or "
                    "export).",
         "alert": "AdkToolTaskOrphaned",
-        "expr": f"""\
-sum by ({BY}) (
-    increase(adk_tool_task_orphaned_total[10m]) > 0
-  or
-    (adk_tool_task_orphaned_total > 0 unless adk_tool_task_orphaned_total offset 10m)
-)
-""",
+        "expr": _any_new("adk_tool_task_orphaned_total", BY),
         "labels": {"severity": "warning"},
         "summary": "Orphaned ADK tool task: {{ $labels.gen_ai_tool_name }} "
                    "({{ $labels.gen_ai_agent_name }})",
@@ -207,13 +210,7 @@ ALERTS.append({
                "ledger). Same two branches as AdkToolTaskOrphaned: a counter first seen "
                "already\nabove zero counts with its value.",
     "alert": "AdkToolCallUnanswered",
-    "expr": f"""\
-sum by ({BY}, adk_tool_call_unanswered_reason) (
-    increase(adk_tool_call_unanswered_total[10m]) > 0
-  or
-    (adk_tool_call_unanswered_total > 0 unless adk_tool_call_unanswered_total offset 10m)
-)
-""",
+    "expr": _any_new("adk_tool_call_unanswered_total", f"{BY}, adk_tool_call_unanswered_reason"),
     "labels": {"severity": "warning"},
     "summary": "ADK function call without a response: {{ $labels.gen_ai_tool_name }} "
                "({{ $labels.adk_tool_call_unanswered_reason }})",
