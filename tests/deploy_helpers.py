@@ -34,7 +34,7 @@ ALERTS = ("AdkToolTaskOrphaned", "AdkToolTaskOrphansAlive", "AdkToolTaskErrorRat
           "AdkToolTaskStuck", "AdkToolCallUnanswered")
 
 _PACKAGES = {"promtool": "prometheus", "prometheus": "prometheus",
-             "docker-compose": "docker-compose"}
+             "docker-compose": "docker-compose", "chromium": "chromium"}
 
 
 def require_tool(name: str) -> str:

@@ -9,17 +9,16 @@ API must return the adk_tool_task_* series with the contract's names and labels.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .deploy_helpers import require_tool
 from .otlp_receivers import free_port, start_child
 
 BASE = {"gen_ai_tool_name", "gen_ai_agent_name", "adk_tool_task_kind", "adk_app_name"}
@@ -44,12 +43,7 @@ SCRAPE_LABELS = {"__name__", "job", "instance", "otel_scope_name", "otel_scope_v
 
 
 def _prometheus_binary() -> str:
-    binary = shutil.which("prometheus") or (
-        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
-    if binary is None:
-        pytest.fail("the Prometheus server is not installed: `apt-get install prometheus` "
-                    "(Debian; `make test` does it when run as root)", pytrace=False)
-    return binary
+    return require_tool("prometheus")
 
 
 def _get(url: str) -> Any:

@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from adk_task_telemetry.report_html import MIN_BAR_PCT, ReportInfo, display_path
 from adk_task_telemetry.stacks import parse_frames
 
 from .conftest import has_seed_bug
+from .deploy_helpers import require_tool
 
 CMD = [sys.executable, "-m", "adk_task_telemetry.cli"]
 #: This machine's network is closed: without the background-networking flags
@@ -44,12 +44,7 @@ VIEWPORT = (1280, 900)
 
 
 def _chromium_binary() -> str:
-    binary = shutil.which("chromium") or (
-        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-    if binary is None:
-        pytest.fail("Chromium is not installed: `apt-get install chromium` (Debian; "
-                    "`make test` does it when run as root)", pytrace=False)
-    return binary
+    return require_tool("chromium")
 
 
 class Chromium:
