@@ -153,9 +153,12 @@ _NO_EXEMPLAR = Context()
 
 
 def _exemplar_context(span: Span) -> Context:
-    """The span as the exemplar's context, where it is recorded; an empty context
-    otherwise (not the current one: in a done-callback that is ADK's span)."""
-    return trace.set_span_in_context(span) if span.is_recording() else _NO_EXEMPLAR
+    """The span as the exemplar's context where it is sampled (it may have ended
+    already); an empty context otherwise, not the current one (in a done-callback that
+    is ADK's span), and no context to build."""
+    if span.get_span_context().trace_flags.sampled:
+        return trace.set_span_in_context(span)
+    return _NO_EXEMPLAR
 
 
 class _Observed:

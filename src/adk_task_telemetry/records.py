@@ -165,7 +165,8 @@ class RunRecord:
     __slots__ = (
         "app_name", "calls", "conversation_id", "cut_by_caller", "driver_is_run", "driver_ref",
         "holder", "invocation_id", "nested", "older", "owner_ref", "sibling_failed", "span",
-        "spawned", "start_ns", "tasks", "trace_id", "tracker", "unhappy", "watched_ref",
+        "span_watched", "spawned", "start_ns", "tasks", "trace_id", "tracker", "unhappy",
+        "watched_ref",
     )
 
     def __init__(self, tracker: Tracker, invocation_id: str, app_name: str,
@@ -177,6 +178,8 @@ class RunRecord:
         self.holder: RunHolder | None = None
         self.older: RunRecord | None = None  # an earlier run still going with the same id
         self.span: Span | None = None  # ADK's run span, where one is recording
+        # ADK's run span (recording or not) whose end ends the run (spans.watch_end).
+        self.span_watched: Span | None = None
         self.start_ns = time.time_ns()
         self.trace_id = 0  # of the run's spans, once known
         self.driver_ref: weakref.ref[asyncio.Task[Any]] | None = None
@@ -212,10 +215,10 @@ class RunRecord:
 
     def still_running(self) -> bool:
         """Whether the run goes on. ADK's own run task ends with the run; else ADK's
-        run span, where one records, ends exactly when the run does; else the task
-        last seen reading the run is alive (a caller may hand the generator to a
-        task not seen yet: the weakest of the three)."""
+        run span, where its end is watched, ends exactly when the run does (and ends
+        the run then); else the task last seen reading the run is alive (a caller
+        may hand the generator to a task not seen yet: the weakest of the three)."""
+        if not self.driver_is_run and self.span_watched is not None:
+            return True
         task = self.driver
-        if not self.driver_is_run and self.span is not None:
-            return getattr(self.span, "end_time", None) is None
         return task is not None and not task.done()

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
 
 from . import semconv as sc
 
@@ -99,12 +99,15 @@ class _EndWatch:
     __slots__ = ("callback", "original", "run")
 
     def __init__(self, original: Callable[..., None], run: Any,
-                 callback: Callable[[Any], None]) -> None:
+                 callback: Callable[[Any, BaseException | None], None]) -> None:
         self.original = original
         self.run = run
         self.callback = callback
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        # Called from the ``finally`` of ADK's ``start_as_current_span``: what is
+        # propagating through the run's span now is how the run ended.
+        error = sys.exc_info()[1]
         try:
             self.original(*args, **kwargs)
         finally:
@@ -114,16 +117,20 @@ class _EndWatch:
                 del span.end  # the class's own end again
             if run is not None:
                 try:
-                    self.callback(run)
+                    self.callback(run, error)
                 except Exception:  # never raise into ADK's span end
                     logger.debug("run-span end callback failed", exc_info=True)
 
 
-def watch_end(span: Any, run: Any, callback: Callable[[Any], None]) -> bool:
-    """Calls ``callback(run)`` right after ``span`` (ADK's own run span, a recording
-    SDK span) ends: it ends exactly when the runner's generator unwinds, however it
-    unwinds (completion, error, cancellation, a caller's timeout, aclose), where ADK
-    skips its plugin hooks on some of those paths. False when it cannot watch it."""
+def watch_end(span: Any, run: Any, callback: Callable[[Any, BaseException | None], None]
+              ) -> bool:
+    """Calls ``callback(run, error)`` right after ``span`` (ADK's own run span, with a
+    context of its own: sampled or not) ends, ``error`` being the exception the run
+    raised through it, if any: it ends exactly when the runner's generator unwinds,
+    however it unwinds (completion, error, cancellation, a caller's timeout, aclose),
+    where ADK skips its plugin hooks on some of those paths. Only that one span's
+    ``end`` is replaced (on the instance), so no other span pays for the watch.
+    False when it cannot watch it."""
     try:
         if "end" in vars(span):  # watched already, or someone else's
             return False
@@ -140,10 +147,3 @@ def unwatch_end(span: Any) -> None:
         if isinstance(watch, _EndWatch):
             watch.run = None
             del span.end
-
-
-def ended_with_error(span: Any) -> bool:
-    """Whether ADK's run span ended with status ERROR (the run raised: the SDK marks
-    that for an Exception, never for the cancellation or close of a caller)."""
-    status = getattr(span, "status", None)
-    return getattr(status, "status_code", None) == StatusCode.ERROR

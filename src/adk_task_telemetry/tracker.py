@@ -160,12 +160,14 @@ class Tracker:
         is_run = compat.is_adk_task(task)
         if span is not None:
             ctx = span.get_span_context()
-            if ctx.is_valid:
-                run.trace_id = ctx.trace_id
             if span.is_recording():
                 run.span = span
-                if not is_run:  # ADK's own run task ends with the run: that signal is exact
-                    run_spans.watch_end(span, run, self.run_span_ended)
+            # ADK's own run task ends with the run: that signal is exact. Else the run
+            # span's end, sampled or not (a valid context: a span of its own).
+            if ctx.is_valid:
+                run.trace_id = ctx.trace_id
+                if not is_run and run_spans.watch_end(span, run, self.run_span_ended):
+                    run.span_watched = span
         self._drive(run, task, is_run)
         if self.options.track_spawned_tasks:
             strict.install_on_running_loop(self)
@@ -267,10 +269,13 @@ class Tracker:
         except Exception:
             self.failed("run-task end")
 
-    def run_span_ended(self, run: RunRecord) -> None:
-        """ADK's own run span ended (spans.watch_end): the run is over."""
+    def run_span_ended(self, run: RunRecord, error: BaseException | None) -> None:
+        """ADK's own run span ended (spans.watch_end), with ``error`` passing through
+        it: the run is over; the caller cut it unless the run raised."""
         try:
+            run.span_watched = None
             if not run.ended:
+                run.cut_by_caller = not isinstance(error, Exception)
                 self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
         except Exception:
             self.failed("run-span end")
@@ -325,9 +330,8 @@ class Tracker:
             if kinds is not None and run.tasks:
                 self._watch(run)  # the rest goes on with the run (and maybe another driver)
                 return
-            if trigger in _CALLER_ENDS:
-                run.cut_by_caller = not (trigger == sc.EndTrigger.RUN_SPAN_END
-                                         and run_spans.ended_with_error(run.span))
+            if trigger in _CALLER_ENDS and trigger != sc.EndTrigger.RUN_SPAN_END:
+                run.cut_by_caller = True
         self._forget(run)
         if trigger is not None:
             if run.spawned:
@@ -335,8 +339,9 @@ class Tracker:
             if run.calls and not run.nested:
                 self._unanswered(run, trigger)
             report_open_spans(run, trigger)
-            if run.span is not None and trigger != sc.EndTrigger.RUN_SPAN_END:
-                run_spans.unwatch_end(run.span)
+        if run.span_watched is not None:
+            run_spans.unwatch_end(run.span_watched)
+            run.span_watched = None
         run.span = None
         run.owner_ref = None
 
