@@ -87,9 +87,9 @@ def _tail(n: int) -> Callable[[str], str]:
     return lambda text: "...\n" + "\n".join(text.splitlines()[-n:]) + "\n"
 
 
-def _from_test_module(name: str) -> Callable[[str], str]:
+def _from_test_module(name: str) -> Callable[[], str]:
     """The inner project's helpers kept in tests/test_pytest_plugin.py (one copy)."""
-    def read(_: str = "") -> str:
+    def read() -> str:
         tree = ast.parse((ROOT / "tests" / "test_pytest_plugin.py").read_text())
         for node in tree.body:
             if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     def bindir(adk: str) -> Path:
-        path = args.venvs / f"adk-{adk}" / "bin"
+        path: Path = args.venvs / f"adk-{adk}" / "bin"
         if not path.is_dir():
             raise SystemExit(f"docs_capture: {path} missing (make venvs builds it)")
         return path
