@@ -514,7 +514,7 @@ def test_run_to_run_noise_passes_the_check() -> None:
     """Timings, bars and ids differ between runs of one command; nothing else does."""
     tool = capture()
     block = tool.BY_NAME["readme-demo"]
-    first = tool.shown(block, *tool.run(block.capture, Path(sys.executable).parent))
+    first = tool.shown(block, *_run(block.capture))
     second = tool.shown(block, *tool.run(block.capture, Path(sys.executable).parent))
     assert tool.differences(first, second) == []
     noisy = re.sub(r"\d+\.\d+ (ms|s)\b", lambda m: f"{float(m[0].split()[0]) * 7:.1f} {m[1]}",
