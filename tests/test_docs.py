@@ -68,6 +68,8 @@ KINDS = {
 #: Named by the OpenTelemetry SDK (``record_exception``), not by this package.
 SDK_EVENTS = {"exception"}
 #: Added to every series by the exporter or by Prometheus, not by us.
+#: What a failure about a name never seen asks for.
+HOW = " (a run that produces it belongs in tests/contract_run.py's PLAN or OPTIONS)"
 SCRAPE_LABELS = {"otel_scope_name", "otel_scope_version", "otel_scope_schema_url", "le",
                  "job", "instance"}
 
@@ -292,7 +294,7 @@ def test_spans_of_real_runs_are_as_documented(seen: Seen) -> None:
                          and (doc_span_name(n)[1] or span.name == n)), None)
         assert doc_name is not None, f"span {span.name!r} is not in docs/telemetry.md"
         found.setdefault(doc_name, set()).update(span.attributes or {})
-    assert set(found) == set(rows), f"documented spans never seen: {set(rows) - set(found)}"
+    assert set(found) == set(rows), f"documented spans never seen: {set(rows) - set(found)}{HOW}"
     for name, attrs in found.items():
         assert attrs == rows[name], (f"{name}: seen {sorted(attrs)}, documented "
                                      f"{sorted(rows[name])}")
@@ -307,7 +309,7 @@ def test_events_of_real_runs_are_as_documented(seen: Seen) -> None:
                 found.setdefault(event.name, set()).update(event.attributes or {})
             elif _ours([span]):
                 pytest.fail(f"event {event.name!r} on {span.name!r} is not in docs/telemetry.md")
-    assert set(found) == set(rows), f"documented events never seen: {set(rows) - set(found)}"
+    assert set(found) == set(rows), f"documented events never seen: {set(rows) - set(found)}{HOW}"
     for name, attrs in found.items():
         if name not in SDK_EVENTS:
             assert attrs == rows[name], (f"{name}: seen {sorted(attrs)}, documented "
@@ -336,7 +338,7 @@ def test_metrics_of_real_runs_are_as_documented(seen: Seen) -> None:
     attributes = t.names("attributes")
     found = {m.name: m for scope, m in seen.metrics if scope == sc.SCOPE_NAME}
     assert set(found) == set(rows), (f"documented, not seen: {set(rows) - set(found)}; seen, "
-                                     f"not documented: {set(found) - set(rows)}")
+                                     f"not documented: {set(found) - set(rows)}{HOW}")
     for name, metric in found.items():
         instrument = rows[name]["instrument"].split()[0]
         data_type, monotonic = _INSTRUMENTS[instrument]
@@ -458,7 +460,8 @@ def test_prometheus_names_match_a_real_scrape(scraped: str) -> None:
             seen_types[metric] = family.type
     scraped_series = {s for s in owner if owner[s] in seen_labels
                       and re.search(rf"^{re.escape(s)}[{{ ]", scraped, re.M)}
-    assert scraped_series == set(owner), f"documented, not scraped: {set(owner) - scraped_series}"
+    assert scraped_series == set(owner), (f"documented, not scraped: "
+                                          f"{set(owner) - scraped_series}{HOW}")
     assert seen_types == types, f"scraped TYPEs {seen_types}"
     assert seen_labels == doc_labels, {m: (sorted(seen_labels.get(m, ())), sorted(doc_labels[m]))
                                        for m in doc_labels if seen_labels.get(m) != doc_labels[m]}
