@@ -33,7 +33,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
+.PHONY: demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -237,6 +237,16 @@ rules: $(VENVS)/adk-$(ADK_NEWEST)/.installed
 # Regenerates the committed dashboard JSON (and, through `rules`, the alert rules).
 dashboards: rules $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python dashboards/adk_task_telemetry.py
+
+# --- docs: every captured output in README.md and docs/*.md (tools/docs_capture.py) ---
+# Runs each block's command on the google-adk version it names (its .venvs/adk-<version>)
+# and rewrites the blocks whose output changed; docs-check only compares (tests/test_docs.py
+# does the same inside `make test`).
+docs: venvs
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS)
+
+docs-check: venvs
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS) --check
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache

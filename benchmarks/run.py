@@ -200,7 +200,8 @@ def section_per_task(plan: Plan) -> dict[str, Any]:
         "plugin_ns": {"ledger_direct": med["ledger_direct"],
                       "plugin_callbacks": plugin_cb, "plugin_runner": plugin_rn},
         "ratio_to_floor": {k: median(v) for k, v in ratios.items()},
-        "notes": ("ledger_direct: open_task+bind+finish per task, sweep per run of 10. "
+        "notes": ("ledger_direct: Tracker.opened+returned per task, Tracker.run_ended per "
+                  "run of 10. "
                   "plugin_callbacks: before_run, 10 asyncio tasks each running "
                   "before_tool+after_tool (their end reaching the plugin by done-callback), "
                   "after_run; minus the same with callbacks that do nothing. plugin_runner: "

@@ -3,7 +3,7 @@
     python dashboards/adk_task_telemetry.py           # writes dashboards/generated/*.json
     python dashboards/adk_task_telemetry.py --check   # exits 1 when the JSON is stale
 
-Metric and label names follow ../shared/DESIGN.md ("Metrics"). Every query works
+Metric and label names follow docs/telemetry.md ("In Prometheus"). Every query works
 whichever way the metrics reached Prometheus (the collector, Prometheus' OTLP
 receiver, a scrape of the agent's /metrics): each one aggregates by the contract's
 own labels and filters on ``job``, which all three paths set (the scrape job, or
@@ -33,7 +33,7 @@ OUTPUT = Path(__file__).resolve().parent / "generated" / f"{UID}.json"
 
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
-# Contract names (DESIGN.md), as Prometheus spells them.
+# Contract names (docs/telemetry.md), as Prometheus spells them.
 STARTED = "adk_tool_task_started_total"
 ACTIVE = "adk_tool_task_active"
 DURATION = "adk_tool_task_duration_seconds"

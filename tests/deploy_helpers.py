@@ -431,7 +431,7 @@ def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
 
 
 def contract_names() -> tuple[set[str], set[str]]:
-    """(metric names, label names) in Prometheus, from semconv (DESIGN.md's translation)."""
+    """(metric names, label names) in Prometheus, from semconv (docs/telemetry.md's translation)."""
     from adk_task_telemetry import semconv as sc
 
     def prom(name: str) -> str:

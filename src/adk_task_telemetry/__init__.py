@@ -1,8 +1,63 @@
 """OpenTelemetry task-lifecycle observability for Google ADK agents.
 
-Register :class:`TaskTelemetryPlugin` first on your ``App``; every tool task then
-becomes a ``tool_task {tool}`` span from creation to end, and tasks still running
-when their run ends are reported as ``orphaned_task``.
+Every tool call ADK makes runs as an asyncio task; this package makes each one a span
+from its creation to its end, and reports the tasks still running when their run ends
+(``orphaned_task``) so that an alert can fire.
+
+Install
+-------
+
+::
+
+    pip install adk-task-telemetry                  # the plugin, with OTLP export
+    pip install 'adk-task-telemetry[prometheus]'    # + a Prometheus /metrics endpoint
+    pip install 'adk-task-telemetry[instrument]'    # + zero-code (opentelemetry-instrument)
+
+Register
+--------
+
+First among the ``App``'s plugins (ADK stops calling plugins after the first one that
+returns a value; this one never does, and never raises into ADK)::
+
+    from google.adk.apps import App
+    from adk_task_telemetry import TaskTelemetryPlugin, configure_telemetry
+
+    telemetry = configure_telemetry(service_name="support-agent")  # OTLP, from OTEL_*
+    app = App(name="support", root_agent=agent, plugins=[TaskTelemetryPlugin()])
+
+Under ``adk web`` / ``adk api_server``: the same in ``agent.py``, or
+``--extra_plugins adk_task_telemetry.TaskTelemetryPlugin``. Without touching the code:
+``opentelemetry-instrument adk api_server agents/`` adds the plugin to every ``Runner``.
+
+Configure
+---------
+
+``configure_telemetry()`` installs tracer, meter and logger providers (or adds its
+exporters to those ADK or the application installed), from arguments, then ``OTEL_*``
+variables: ``endpoint=``, ``protocol=``, ``prometheus_port=``; it never lets a dead
+endpoint reach the agent, and flushes at exit and on SIGTERM. It returns a
+``TelemetryHandle`` (``force_flush()``, ``shutdown()``). ``TaskTelemetryPlugin`` takes
+``cancel_orphans``, ``track_spawned_tasks`` (strict mode), ``capture_arguments`` (off:
+tool arguments are never recorded otherwise) with ``redact`` and
+``max_argument_length``, and ``max_open_tasks``. ``plugin.open_tasks()`` (``OpenTask``)
+and ``plugin.state()`` (``TrackerState``, all zero when idle) are the supported hooks
+for health checks and tests; ``OpenSpanProcessor`` reports spans a tool left open.
+
+What you get
+------------
+
+- a ``tool_task {gen_ai.tool.name}`` span per tool task, child of ADK's
+  ``execute_tool`` span, with ``adk.tool_task.outcome`` (``ok``, ``error``,
+  ``recovered``, ``cancelled``, ``orphaned``);
+- ``orphaned_task`` events, the ``adk.tool_task.orphaned`` counter
+  (``adk_tool_task_orphaned_total``) and a WARNING log record linked to the trace;
+- ``adk.tool_task.*`` metrics, and the call ledger: ``unanswered_call`` for function
+  calls left without a response at a run's end (``adk.tool_call.unanswered``);
+- ``adk-task-telemetry demo`` / ``audit`` (the scenario library on the installed ADK)
+  and ``pytest --adk-fail-on-orphans``.
+
+Every name, what it means and when it appears: docs/telemetry.md in the repository;
+options and variables: docs/configuration.md.
 
 The public names load on first use: importing the package (as pytest does for its
 ``pytest11`` plugin, in every project where this package is installed) costs

@@ -1,7 +1,9 @@
-"""Every name of the telemetry contract (../shared/DESIGN.md), in one place.
+"""Every name of the telemetry contract, in one place; docs/telemetry.md says what each
+means and when it appears.
 
 Dashboards, alert rules, tests and users depend on these strings: change one only
-together with every place that uses it.
+together with every place that uses it. tests/test_docs.py holds docs/telemetry.md to
+this module both ways: a new name goes into the table of its kind there too.
 """
 
 from __future__ import annotations
