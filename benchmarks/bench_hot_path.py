@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     on, off = results["samplers"]["always_on"], results["samplers"]["always_off"]
     results["unsampled_to_sampled"] = off["per_task_us"] / on["per_task_us"]
     print(f"google-adk {results['google_adk']}, Python {results['python']}, "
-          f"{args.rounds} rounds x {PAIRS_PER_ROUND} pairs of {RUNS_PER_BLOCK} runs x {CALLS} calls")
+          f"{args.rounds} rounds x {PAIRS_PER_ROUND} pairs of {RUNS_PER_BLOCK} runs"
+          f" x {CALLS} calls")
     for name, r in results["samplers"].items():
         print(f"  {name:10} plugin {r['per_task_us']:6.1f} us/task, floor {r['floor_us']:5.1f} us"
               f" ({r['ratio_to_floor']:.2f}x), 10-tool run +{r['per_run_added_pct']:.1f}%")
