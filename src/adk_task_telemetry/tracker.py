@@ -106,6 +106,11 @@ class Tracker:
         # tool tasks (they copy the context when ADK creates them).
         self._run_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
             f"adk_task_telemetry_run_{id(self):x}", default=None)
+        # The run whose tool task (or a task it created) is running now: what makes a
+        # run started here a nested one (an AgentTool's), and a close here a nested
+        # runner's. Set in each tool task of its own.
+        self._tool_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
+            f"adk_task_telemetry_tool_{id(self):x}", default=None)
         # Strict mode only: the record of the tool task running now (spawned tasks
         # inherit it).
         self._task_var: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
@@ -182,7 +187,7 @@ class Tracker:
         # A run started inside a tool task of ours (an AgentTool's sub-agent): its
         # session is thrown away with it; the AgentTool's own call is the one the
         # user's session keeps. Not ledgered.
-        run.nested = above is not None or self._task_var.get() is not None
+        run.nested = self._inside_tool_task()
         run.older = self._runs.get(invocation_id)
         self._runs[invocation_id] = run
         if owner is not None:
@@ -192,6 +197,10 @@ class Tracker:
             with contextlib.suppress(TypeError):
                 run.owner_ref = weakref.ref(owner, self._owner_gone_cb)
         return run
+
+    def _inside_tool_task(self) -> bool:
+        holder = self._tool_var.get()
+        return holder is not None and holder.run is not None
 
     @staticmethod
     def _live_holder(holder: RunHolder | None) -> RunHolder | None:
@@ -289,9 +298,9 @@ class Tracker:
         """The plugin is closed: ends the runs that are no longer running. A Runner's
         close() does not stop runs in progress, and one plugin may serve many Runners.
         Returns whether any run is still in progress."""
-        if self._live_holder(self._run_var.get()) is not None:
-            # Closed from inside a run: a nested AgentTool runner (ADK 1.x closes it
-            # when its run is over); the runs around it go on.
+        if self._inside_tool_task():
+            # Closed from inside one of our tool tasks: a nested AgentTool runner
+            # (ADK 1.x closes it when its run is over); the runs around it go on.
             return True
         busy = False
         for run in list(self.all_runs()):
@@ -412,11 +421,13 @@ class Tracker:
         if not run.trace_id:
             run.trace_id = trace.get_current_span(parent).get_span_context().trace_id
         self._enter(record)
-        if self.options.track_spawned_tasks:
-            self._task_var.set(record)
-        # A call that runs in its run's own task has no task of its own: its
+        if task is not run.driver:
+            self._tool_var.set(run.holder)
+            if self.options.track_spawned_tasks:
+                self._task_var.set(record)
+            self._bind(record, task)
+        # else: a call that runs in its run's own task has no task of its own; its
         # callbacks end it.
-        self._bind(record, None if task is run.driver else task)
         if record.state == OPEN and run.watched_ref is None:  # the run's first open task
             self._watch(run)
         return record
@@ -429,14 +440,16 @@ class Tracker:
 
     def record_of(self, run: RunRecord, call_id: str, task: asyncio.Task[Any] | None
                   ) -> TaskRecord | None:
-        """The open record of call ``call_id`` that runs in ``task``."""
-        record = run.tasks.get(call_id[:NAME_CHARS])
-        if record is None or record.task is task or record.task is None:
+        """The open record of call ``call_id`` that runs in ``task`` (or in the run's
+        own task: then the first open one of that id)."""
+        call_id = call_id[:NAME_CHARS]
+        record = run.tasks.get(call_id)
+        if record is not None and record.task is task:
             return record
-        for other in run.tasks.values():  # a duplicate id
-            if other.call_id == record.call_id and other.task is task:
+        for other in run.tasks.values():  # a duplicate id (its key is call_id#n)
+            if other.call_id == call_id and other.task is task:
                 return other
-        return None
+        return record if record is not None and record.task is None else None
 
     def _overflow(self, series: Series) -> None:
         self._overflowed += 1
