@@ -22,7 +22,7 @@ from typing import Any
 from . import semconv as _sc
 
 logger = logging.getLogger("adk_task_telemetry")
-_SEP = os.sep
+_ADK_DIR = f"{os.sep}google{os.sep}adk{os.sep}"
 
 
 def _parse(v: str) -> tuple[int, int, int]:
@@ -204,8 +204,7 @@ def is_adk_task(task: asyncio.Task[Any] | None) -> bool:
     Such a task ends exactly when its run does; a caller's task does not.
     """
     code = getattr(task.get_coro(), "cr_code", None) if task is not None else None
-    filename = getattr(code, "co_filename", "")
-    return f"{_SEP}google{_SEP}adk{_SEP}" in filename
+    return _ADK_DIR in getattr(code, "co_filename", "")
 
 
 def is_live(ctx: Any) -> bool:
