@@ -21,7 +21,7 @@ from . import exit as _exit
 from . import semconv as sc
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, RunRecord, ToolIdentity, TrackerState
+from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
 from .tracker import Options, Tracker, register_shutdown
 
 if TYPE_CHECKING:
@@ -230,13 +230,12 @@ class TaskTelemetryPlugin(BasePlugin):
                 self._tools[key] = found
         return found
 
-    def _record(self, tool_context: ToolContext) -> Any:
-        ctx = compat.invocation_context_of(tool_context)
-        run = self._tracker.run_of(str(ctx.invocation_id))
+    def _record(self, tool_context: ToolContext) -> TaskRecord | None:
+        """The open record of this call (after_tool and on_tool_error run in its task)."""
+        run = self._tracker.run_of(compat.invocation_context_of(tool_context).invocation_id)
         if run is None:
             return None
-        return self._tracker.record_of(run, str(tool_context.function_call_id or ""),
-                                       _current_task())
+        return self._tracker.record_here(run, tool_context.function_call_id or "")
 
     def _captured(self, key: str, tool_name: str, value: Any) -> dict[str, str] | None:
         try:

@@ -119,7 +119,7 @@ class TaskRecord:
         self.series = series  # the metric attribute set (``_other`` past the cap)
         self.call_id = call_id
         self.key = key  # in run.tasks: the call id, or call id#n for a duplicate id
-        self.parent = parent  # the OpenTelemetry context the task was created in
+        self.parent: Context | None = parent  # the OpenTelemetry context it was created in
         self.start_ns = start_ns
         self.state = OPEN
         self.task: asyncio.Task[Any] | None = None

@@ -106,13 +106,10 @@ class Tracker:
         # tool tasks (they copy the context when ADK creates them).
         self._run_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
             f"adk_task_telemetry_run_{id(self):x}", default=None)
-        # The run whose tool task (or a task it created) is running now: what makes a
-        # run started here a nested one (an AgentTool's), and a close here a nested
-        # runner's. Set in each tool task of its own.
-        self._tool_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
-            f"adk_task_telemetry_tool_{id(self):x}", default=None)
-        # Strict mode only: the record of the tool task running now (spawned tasks
-        # inherit it).
+        # The record of the tool task running now, set in each tool task of its own:
+        # its after_tool/on_tool_error find it here; a run started here is a nested one
+        # (an AgentTool's), a close here a nested runner's; tasks created here inherit
+        # it (strict mode). A finished task ADK keeps holds only the record's shell.
         self._task_var: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
             f"adk_task_telemetry_task_{id(self):x}", default=None)
         self._owner_gone_cb = self._owner_gone
@@ -140,7 +137,7 @@ class Tracker:
         return TrackerState(sum(1 for _ in self.all_runs()), self._open, len(self._orphans))
 
     def current(self) -> TaskRecord | None:
-        """Strict mode: the open record of the tool task running in this context."""
+        """The open record of the tool task running in this context, if any."""
         record = self._task_var.get()
         return record if record is not None and record.state == OPEN else None
 
@@ -199,8 +196,7 @@ class Tracker:
         return run
 
     def _inside_tool_task(self) -> bool:
-        holder = self._tool_var.get()
-        return holder is not None and holder.run is not None
+        return self.current() is not None
 
     @staticmethod
     def _live_holder(holder: RunHolder | None) -> RunHolder | None:
@@ -412,24 +408,24 @@ class Tracker:
             self._overflow(series)
             return None
         call_id = call_id[:NAME_CHARS]
-        key = call_id
-        if key in run.tasks:  # a duplicate id: keep both, each ends on its own
-            key = _free_key(run, call_id)
-        parent = otel_context.get_current()
-        record = TaskRecord(run, identity, series, call_id, key, parent, time.time_ns())
+        tasks = run.tasks
+        key = call_id if call_id not in tasks else _free_key(run, call_id)
+        record = TaskRecord(run, identity, series, call_id, key, otel_context.get_current(),
+                            time.time_ns())
         record.extra = extra
         if not run.trace_id:
-            run.trace_id = trace.get_current_span(parent).get_span_context().trace_id
+            run.trace_id = trace.get_current_span(record.parent).get_span_context().trace_id
         self._enter(record)
-        if task is not run.driver:
-            self._tool_var.set(run.holder)
+        if task is not None and task is not run.driver:
+            self._task_var.set(record)
             if self.options.track_spawned_tasks:
-                self._task_var.set(record)
-            self._bind(record, task)
+                strict.note_tool_task(task)
+            record.task = task
+            task.add_done_callback(record, context=_callbacks.context)
+            if run.watched_ref is None:  # the run's first open task
+                self._watch(run)
         # else: a call that runs in its run's own task has no task of its own; its
         # callbacks end it.
-        if record.state == OPEN and run.watched_ref is None:  # the run's first open task
-            self._watch(run)
         return record
 
     def _enter(self, record: TaskRecord) -> None:
@@ -438,17 +434,14 @@ class Tracker:
         record.series.open += 1
         self._open += 1
 
-    def record_of(self, run: RunRecord, call_id: str, task: asyncio.Task[Any] | None
-                  ) -> TaskRecord | None:
-        """The open record of call ``call_id`` that runs in ``task`` (or in the run's
-        own task: then the first open one of that id)."""
-        call_id = call_id[:NAME_CHARS]
-        record = run.tasks.get(call_id)
-        if record is not None and record.task is task:
+    def record_here(self, run: RunRecord, call_id: str) -> TaskRecord | None:
+        """The open record of call ``call_id`` whose callbacks run now: the task's own,
+        or, for a call that runs in its run's own task, the first open one of that id."""
+        record = self._task_var.get()
+        if record is not None and record.state == OPEN and record.call_id == call_id[
+                :NAME_CHARS] and record.run is run:
             return record
-        for other in run.tasks.values():  # a duplicate id (its key is call_id#n)
-            if other.call_id == call_id and other.task is task:
-                return other
+        record = run.tasks.get(call_id[:NAME_CHARS])
         return record if record is not None and record.task is None else None
 
     def _overflow(self, series: Series) -> None:
@@ -514,7 +507,10 @@ class Tracker:
         try:
             if record.state == OPEN:
                 if task is record.task:
-                    self._end_from_task(record, task)
+                    if record.error is None and not task.cancelled() and task.exception() is None:
+                        self._end(record, sc.Outcome.OK)
+                    else:
+                        self._end_from_task(record, task)
             elif record.state == ORPHANED:
                 self._orphan_ended(record, task)
         except Exception:
@@ -554,8 +550,6 @@ class Tracker:
             del run.tasks[record.key]
         record.series.open -= 1
         self._open -= 1
-        if state == ENDED:
-            record.task = None
         if not run.tasks:
             self._watch(run)
         return True
@@ -587,6 +581,7 @@ class Tracker:
         span.end(end_time=end_ns)
         self.metrics.ended(record.series, max(0, end_ns - record.start_ns) / 1e9, outcome, span,
                            etype, cause)
+        _shed(record, keep_span=self.options.track_spawned_tasks)
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
@@ -714,7 +709,19 @@ class Tracker:
                                   outcome, span)
         if task is not None:
             task.remove_done_callback(record)
-        record.task = None
+        _shed(record)
+
+
+def _shed(record: TaskRecord, keep_span: bool = False) -> None:
+    """An ended record keeps no span, context, error or task: a finished asyncio task
+    that ADK keeps around (its context holds the record) keeps nothing through it.
+    Strict mode keeps the span until the run ends: a spawned task's span is its child."""
+    record.task = None
+    if not keep_span:
+        record.span = None
+    record.parent = None
+    record.error = None
+    record.extra = None
 
 
 def _free_key(run: RunRecord, call_id: str) -> str:
