@@ -198,6 +198,15 @@ def agent_name_of(ctx: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
+def tool_key(tool: Any, ctx: Any) -> tuple[Any, ...]:
+    """What decides the contract's values of a call to ``tool`` in ``ctx`` (name, class,
+    agent, live or not, long-running or not): the plugin works them out once per key."""
+    agent = getattr(ctx, "agent", None)
+    return (getattr(tool, "name", None), type(tool), getattr(agent, "name", None),
+            getattr(ctx, "live_request_queue", None) is not None,
+            bool(getattr(tool, "is_long_running", False)))
+
+
 def is_adk_task(task: asyncio.Task[Any] | None) -> bool:
     """Whether ADK created ``task`` itself (2.x runs a live run in a task of its own).
 

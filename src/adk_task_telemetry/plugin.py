@@ -34,7 +34,7 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 
 #: Tools remembered at most (a model that invents tool names must not grow it).
 _TOOLS_CACHED = 4 * MAX_SERIES
-_ToolKey = tuple[str, type, str, str, bool, bool]
+_ToolKey = tuple[Any, ...]
 
 
 class TaskTelemetryPlugin(BasePlugin):
@@ -164,10 +164,9 @@ class TaskTelemetryPlugin(BasePlugin):
         tracker = self._tracker
         try:
             ctx = compat.invocation_context_of(tool_context)
-            invocation_id = str(ctx.invocation_id)
-            run = tracker.run_of(invocation_id)
+            run = tracker.run_of(ctx.invocation_id)
             if run is None:  # a tool task seen without its before_run (plugin added mid-run)
-                run = tracker.run_started(invocation_id, _app_name(ctx),
+                run = tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                           compat.session_id_of(ctx), ctx, None, None)
             identity, series = self._tool(tool, ctx, run)
             if identity.kind == sc.Kind.CALL:
@@ -178,7 +177,7 @@ class TaskTelemetryPlugin(BasePlugin):
             if self._capture:
                 extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                        tool_args)
-            tracker.opened(run, identity, series, str(tool_context.function_call_id or ""),
+            tracker.opened(run, identity, series, tool_context.function_call_id or "",
                            _current_task(), extra)
         except Exception:
             tracker.failed("before_tool_callback")
@@ -188,8 +187,10 @@ class TaskTelemetryPlugin(BasePlugin):
                                   tool_context: ToolContext, result: dict[str, Any]) -> None:
         try:
             record = self._record(tool_context)
-            if record is None:
-                return None
+            if record is None or (record.error is None and record.task is not None
+                                  and not self._capture and not compat.works_in_background(
+                                      record.kind)):
+                return None  # its task's end says all: nothing to note here
             captured = None
             if self._capture:
                 captured = self._captured(sc.GEN_AI_TOOL_CALL_RESULT, record.tool_name, result)
@@ -218,13 +219,12 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _tool(self, tool: BaseTool, ctx: Any, run: RunRecord) -> tuple[ToolIdentity, Series]:
         """What a call to ``tool`` in ``ctx`` is, worked out once per tool."""
-        key: _ToolKey = (tool.name, type(tool), compat.agent_name_of(ctx), run.app_name,
-                         compat.is_live(ctx), compat.is_long_running_tool(tool))
+        key = (*compat.tool_key(tool, ctx), run.app_name)
         found = self._tools.get(key)
         if found is None:
             identity = ToolIdentity(str(tool.name or "") or type(tool).__name__,
-                                    type(tool).__name__, key[2], compat.task_kind(tool, ctx),
-                                    run.app_name)
+                                    type(tool).__name__, compat.agent_name_of(ctx),
+                                    compat.task_kind(tool, ctx), run.app_name)
             found = (identity, self._tracker.metrics.series_for(identity))
             if len(self._tools) < _TOOLS_CACHED:
                 self._tools[key] = found
@@ -232,10 +232,13 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
+        call_id = tool_context.function_call_id or ""
+        record = self._tracker.current()
+        if record is not None and record.call_id == call_id:
+            return record
+        # A call that runs in its run's own task: no record of its own in the context.
         run = self._tracker.run_of(compat.invocation_context_of(tool_context).invocation_id)
-        if run is None:
-            return None
-        return self._tracker.record_here(run, tool_context.function_call_id or "")
+        return None if run is None else self._tracker.record_here(run, call_id)
 
     def _captured(self, key: str, tool_name: str, value: Any) -> dict[str, str] | None:
         try:

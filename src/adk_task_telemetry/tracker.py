@@ -435,12 +435,8 @@ class Tracker:
         self._open += 1
 
     def record_here(self, run: RunRecord, call_id: str) -> TaskRecord | None:
-        """The open record of call ``call_id`` whose callbacks run now: the task's own,
-        or, for a call that runs in its run's own task, the first open one of that id."""
-        record = self._task_var.get()
-        if record is not None and record.state == OPEN and record.call_id == call_id[
-                :NAME_CHARS] and record.run is run:
-            return record
+        """The open record of a call of ``run`` that runs in the run's own task (no
+        record in the context): the first open one of that id."""
         record = run.tasks.get(call_id[:NAME_CHARS])
         return record if record is not None and record.task is None else None
 
@@ -603,11 +599,11 @@ class Tracker:
             span = NonRecordingSpan(parent_ctx)
         else:
             run, identity = record.run, record.identity
-            attrs: dict[str, Any] = record.series.span_attrs.copy()
+            attrs: dict[str, Any] = {**record.series.span_attrs,
+                                     sc.GEN_AI_TOOL_CALL_ID: record.call_id,
+                                     sc.ADK_INVOCATION_ID: run.invocation_id}
             if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
                 attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
-            attrs[sc.GEN_AI_TOOL_CALL_ID] = record.call_id
-            attrs[sc.ADK_INVOCATION_ID] = run.invocation_id
             if run.conversation_id:
                 attrs[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
             if record.extra:
