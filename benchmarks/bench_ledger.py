@@ -1,15 +1,17 @@
-"""The call ledger's cost at run end: one pass over the invocation's own events.
+"""The call ledger's cost at run end, for a run its events left with a call unanswered.
 
     python -m benchmarks.bench_ledger [--rounds 15] [--json PATH]
 
-A session holds ``history`` events of earlier invocations, then this run's: the
-user's message, a model event with ``calls`` function calls, the event with their
-responses and the final answer (real ``google.adk.events.Event`` objects, as ADK
-stores them). The scan must stop at the run's start, so its cost must not grow with
-the history. Beside it, in the same rounds, the plugin's whole cost of one run of
-the same number of calls (before_run, the tool tasks, after_run: ``drive_runs``)
-with the ledger's scan included: the ratio says what share of a run's telemetry
-cost the ledger is. Medians over rounds; nothing asserted.
+A run whose events answered every call it made reads nothing at its end. One left
+with a call seen unanswered reads the session once, back to the run's start, to see
+whether the session stores that call without a response. Here the session holds
+``history`` events of earlier invocations, then this run's: the user's message, a
+model event with ``calls`` function calls, the event with their responses and the
+final answer (real ``google.adk.events.Event`` objects, as ADK stores them). The
+scan must stop at the run's start, so its cost must not grow with the history.
+Beside it, in the same rounds, the plugin's whole cost of one run of the same number
+of calls (before_run, the tool tasks, after_run: ``drive_runs``): the ratio says what
+share of a run's telemetry cost that pass is. Medians over rounds; nothing asserted.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from google.adk.events import Event
 from google.genai import types
 
 from adk_task_telemetry import TaskTelemetryPlugin
-from adk_task_telemetry.adk_compat import calls_without_response
+from adk_task_telemetry.adk_compat import unanswered_in_session
 
 from .common import make_providers, median, quiet_plugin_logger
 
@@ -73,7 +75,7 @@ def _session(history: int) -> tuple[_Ctx, float]:
 def _scan_s(ctx: _Ctx, start: float) -> float:
     t0 = time.perf_counter()
     for _ in range(REPEAT):
-        found = calls_without_response(ctx, "this-run", start)
+        found = unanswered_in_session(ctx, {"this-run-c0": [("fetch", "worker")]}, start)
     elapsed = (time.perf_counter() - t0) / REPEAT
     assert found == [], found  # every call of this run was answered
     return elapsed

@@ -100,6 +100,23 @@ def finite_positive(x: float) -> bool:
     return math.isfinite(x) and x > 0
 
 
+# --- the tracker driven directly (its verbs, no ADK) ---------------------------------
+
+
+def direct_run(tracker: Any, invocation_id: str) -> Any:
+    """A run of ``tracker`` (tracker.Tracker), as before_run_callback starts one."""
+    return tracker.run_started(invocation_id, "bench", "session-1", None, None, None)
+
+
+def direct_open(tracker: Any, run: Any, call_id: str, task: Any = None) -> Any:
+    """A tool task of ``run``, as before_tool_callback opens one (``task`` None: one
+    that its callbacks end)."""
+    from adk_task_telemetry.records import ToolIdentity
+
+    identity = ToolIdentity("fetch", "FunctionTool", "worker", "call", "bench")
+    return tracker.opened(run, identity, tracker.metrics.series_for(identity), call_id, task)
+
+
 # --- stand-ins for the ADK objects the plugin reads ---------------------------------
 
 

@@ -1,12 +1,15 @@
-"""Profiles the plugin's per-task hot path (a development tool, not part of `make bench`).
+"""Where the plugin's cost per tool task goes, through a real Runner (a development tool).
 
-    python -m benchmarks.profile_hot_path [--tasks N] [--lines] [--runner]
+    python -m benchmarks.profile_hot_path [--blocks 8] [--cprofile]
 
-cProfile over N tool tasks driven through the plugin's callbacks (as ADK drives
-them: runs of 10 parallel tasks); with ``--lines`` also line_profiler over the
-plugin's and tracker's hot functions (``pip install line_profiler`` first; it is not
-a dependency of the project); with ``--runner`` the same workload through ADK's
-Runner, to show the plugin's share of a real run.
+The workload of ``bench_hot_path`` (runs of 10 parallel calls, ADK's telemetry on,
+a BatchSpanProcessor with a no-op exporter). Blocks with the plugin and without it
+take turns; in the plugin's blocks each of its callbacks and its tasks' done path
+(``Tracker.task_done``) is timed in CPU time of the loop thread, and in every block
+the garbage collector's own time and collections are counted (``gc.callbacks``).
+Printed: µs per tool task of each cost centre, its share of what the plugin adds,
+and collections per run with and without it. ``--cprofile`` also prints the
+functions with the most own time inside the plugin's blocks.
 """
 
 from __future__ import annotations
@@ -14,84 +17,125 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import pstats
-import sys
+import statistics
+import time
+from collections import defaultdict
 from typing import Any
 
-from .common import drive_runs, make_providers, quiet_plugin_logger
+from .bench_hot_path import CALLS, RUNS_PER_BLOCK, _block, _providers, _runner
+from .common import quiet_plugin_logger
+
+_CALLBACKS = ("before_run_callback", "on_event_callback", "before_tool_callback",
+              "after_tool_callback", "on_tool_error_callback", "after_run_callback")
 
 
-def _plugin() -> Any:
+class _GcClock:
+    """CPU time the collector spends, and how many collections of each generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._t0 = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._t0
+            self.collections[info["generation"]] += 1
+
+    def take(self) -> tuple[float, list[int]]:
+        out = (self.seconds, self.collections)
+        self.seconds, self.collections = 0.0, [0, 0, 0]
+        return out
+
+
+def _timed(spent: dict[str, float], name: str, fn: Any, is_async: bool) -> Any:
+    if is_async:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                spent[name] += time.thread_time() - t0
+    else:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.thread_time() - t0
+    return wrapper
+
+
+async def _profile(blocks: int, with_cprofile: bool) -> None:
     from adk_task_telemetry import TaskTelemetryPlugin
 
-    prov = make_providers()
-    return TaskTelemetryPlugin(tracer_provider=prov.tracer_provider,
-                               meter_provider=prov.meter_provider)
-
-
-def _cprofile(tasks: int, runner: bool) -> None:
-    plugin = _plugin()
-    loop = asyncio.new_event_loop()
-    if runner:
-        from adk_task_telemetry.scenarios import run_parallel_calls
-
-        def work() -> None:
-            loop.run_until_complete(run_parallel_calls([plugin], runs=tasks // 10, calls=10))
-    else:
-        def work() -> None:
-            loop.run_until_complete(drive_runs(plugin, tasks // 10, 10, prefix="prof"))
-    work()  # warm-up
-    prof = cProfile.Profile()
-    prof.enable()
-    work()
-    prof.disable()
-    out = io.StringIO()
-    st = pstats.Stats(prof, stream=out)
-    st.sort_stats("tottime").print_stats(30)
-    st.sort_stats("cumulative").print_stats(r"adk_task_telemetry|opentelemetry", 40)
-    print(out.getvalue())
-    loop.close()
-
-
-def _lines(tasks: int) -> None:
-    try:
-        from line_profiler import LineProfiler  # type: ignore[import-not-found]
-    except ImportError:
-        print("line_profiler is not installed: pip install line_profiler", file=sys.stderr)
-        return
-    from adk_task_telemetry import plugin as plugin_mod
-    from adk_task_telemetry import tracker as tracker_mod
-
-    lp = LineProfiler()
-    for fn in (plugin_mod.TaskTelemetryPlugin.before_tool_callback,
-               plugin_mod.TaskTelemetryPlugin.after_tool_callback,
-               plugin_mod.TaskTelemetryPlugin.before_run_callback,
-               tracker_mod.Tracker.run_started, tracker_mod.Tracker.opened,
-               tracker_mod.Tracker._bind, tracker_mod.Tracker._task_done,
-               tracker_mod.Tracker._end_from_task, tracker_mod.Tracker._end,
-               tracker_mod.Tracker._leave, tracker_mod.Tracker._end_run):
-        lp.add_function(fn)
-    plugin = _plugin()
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(drive_runs(plugin, 100, 10, prefix="warm"))
-    lp.enable_by_count()
-    loop.run_until_complete(drive_runs(plugin, tasks // 10, 10, prefix="lp"))
-    lp.disable_by_count()
-    lp.print_stats(output_unit=1e-6, stripzeros=True)
-    loop.close()
+    _providers("always_on")
+    plugin = TaskTelemetryPlugin()
+    spent: dict[str, float] = defaultdict(float)
+    for name in _CALLBACKS:  # instance attributes: ADK calls these
+        setattr(plugin, name, _timed(spent, name, getattr(plugin, name), True))
+    tracker = plugin._tracker  # a development tool may look inside (any engine version)
+    done = "task_done" if hasattr(tracker, "task_done") else "_task_done"
+    setattr(tracker, done, _timed(spent, "done path", getattr(tracker, done), False))
+    with_p, without = _runner([plugin]), _runner([])
+    await _block(with_p, 5)
+    await _block(without, 5)
+    clock = _GcClock()
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    gcs: dict[bool, list[float]] = {True: [], False: []}
+    counts: dict[bool, list[list[int]]] = {True: [], False: []}
+    prof = cProfile.Profile() if with_cprofile else None
+    for b in range(blocks):
+        for flag, runner in ((True, with_p), (False, without))[::1 if b % 2 else -1]:
+            clock.take()
+            if prof is not None and flag:
+                prof.enable()
+            cpu[flag].append(await _block(runner, RUNS_PER_BLOCK))
+            if prof is not None and flag:
+                prof.disable()
+            seconds, n = clock.take()
+            gcs[flag].append(seconds)
+            counts[flag].append(n)
+    gc.callbacks.remove(clock)
+    tasks = blocks * RUNS_PER_BLOCK * CALLS
+    added = (sum(cpu[True]) - sum(cpu[False])) / tasks
+    gc_added = (sum(gcs[True]) - sum(gcs[False])) / tasks
+    print(f"plugin adds {added * 1e6:.1f} us per tool task "
+          f"({blocks} blocks of {RUNS_PER_BLOCK} runs x {CALLS} calls each way)")
+    rows = [(name, s / tasks) for name, s in sorted(spent.items(), key=lambda kv: -kv[1])]
+    rows.append(("garbage collection (added)", gc_added))
+    rows.append(("elsewhere (ADK's plugin calls, the rest)",
+                 added - sum(v for _, v in rows)))
+    for name, v in rows:
+        print(f"  {name:42} {v * 1e6:7.2f} us  {100 * v / added:5.1f} %")
+    for flag in (False, True):
+        per_run = [statistics.mean(c[g] for c in counts[flag]) / RUNS_PER_BLOCK
+                   for g in range(3)]
+        print(f"  collections per run {'with' if flag else 'without'} the plugin: "
+              f"gen0 {per_run[0]:.2f}, gen1 {per_run[1]:.3f}, gen2 {per_run[2]:.4f}")
+    if prof is not None:
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(
+            r"adk_task_telemetry|opentelemetry", 25)
+        print(out.getvalue())
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.profile_hot_path")
-    ap.add_argument("--tasks", type=int, default=20000)
-    ap.add_argument("--lines", action="store_true", help="line_profiler too")
-    ap.add_argument("--runner", action="store_true", help="through ADK's Runner")
+    ap.add_argument("--blocks", type=int, default=8)
+    ap.add_argument("--cprofile", action="store_true")
     args = ap.parse_args(argv)
+    import logging
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
     quiet_plugin_logger()
-    _cprofile(args.tasks, args.runner)
-    if args.lines:
-        _lines(args.tasks)
+    asyncio.run(_profile(args.blocks, args.cprofile))
     return 0
 
 

@@ -36,6 +36,8 @@ from typing import Any
 
 from .common import (
     NullPlugin,
+    direct_open,
+    direct_run,
     make_providers,
     median,
     quiet_plugin_logger,
@@ -135,13 +137,12 @@ def section_per_task(plan: Plan) -> dict[str, Any]:
         # tracker driven directly; the key keeps its name for comparable results).
         counter[0] += 1
         for r in range(n // 10):
-            inv = f"L{counter[0]}-{r}"
+            run = direct_run(ledger, f"L{counter[0]}-{r}")
             for i in range(10):
-                rec = ledger.opened(inv, "bench", None, f"call-{i}", "fetch", "FunctionTool",
-                                    "worker", "session-1", "call", None)
+                rec = direct_open(ledger, run, f"call-{i}")
                 assert rec is not None
                 ledger.returned(rec)
-            ledger.run_ended(inv, "after_run")
+            ledger.run_ended(run, "after_run")
 
     def callbacks(p: Any) -> Callable[[], None]:
         def go() -> None:
@@ -354,20 +355,19 @@ def _sweep_once(loop: asyncio.AbstractEventLoop, ledger: Any, inv: str, open_n: 
                 done_n: int = 0) -> float:
     """Seconds one sweep takes for a run with ``open_n`` tasks still running (each
     bound to a pending asyncio task) after ``done_n`` that ended already."""
+    run = direct_run(ledger, inv)
     for i in range(done_n):
-        rec = ledger.opened(inv, "bench", None, f"done-{i}", "fetch", "FunctionTool", "worker",
-                            "s", "call", None)
+        rec = direct_open(ledger, run, f"done-{i}")
         assert rec is not None
         ledger.returned(rec)
     tasks = [loop.create_task(_pending()) for _ in range(open_n)]
     loop.run_until_complete(asyncio.sleep(0))  # let them start: a real suspended stack
     for i, t in enumerate(tasks):
-        rec = ledger.opened(inv, "bench", None, f"call-{i}", "fetch", "FunctionTool", "worker",
-                            "s", "call", t)
+        rec = direct_open(ledger, run, f"call-{i}", t)
         assert rec is not None, "max_open_tasks reached"
     gc.collect()
     t0 = time.process_time()
-    ledger.run_ended(inv, "after_run")
+    ledger.run_ended(run, "after_run")
     dt = time.process_time() - t0
     for t in tasks:
         t.cancel()
@@ -381,13 +381,12 @@ def _idle_sweeps(ledger: Any, inv: Callable[[], str], k: int) -> float:
     """Seconds per sweep of a run whose 10 tasks all ended already (timed over k)."""
     ids = []
     for _ in range(k):
-        i = inv()
+        run = direct_run(ledger, inv())
         for j in range(10):
-            rec = ledger.opened(i, "bench", None, f"call-{j}", "fetch", "FunctionTool",
-                                "worker", "s", "call", None)
+            rec = direct_open(ledger, run, f"call-{j}")
             assert rec is not None
             ledger.returned(rec)
-        ids.append(i)
+        ids.append(run)
     gc.collect()
     sweep = ledger.run_ended
     t0 = time.process_time()
@@ -495,12 +494,11 @@ def section_sweep(plan: Plan) -> dict[str, Any]:
     history = 0
     for h in plan.history:
         while history < h:
-            i = inv()
-            rec = ledger.opened(i, "bench", None, "call-0", "fetch", "FunctionTool", "worker",
-                                "s", "call", None)
+            run = direct_run(ledger, inv())
+            rec = direct_open(ledger, run, "call-0")
             assert rec is not None
             ledger.returned(rec)
-            ledger.run_ended(i, "after_run")
+            ledger.run_ended(run, "after_run")
             history += 1
         state = _state(ledger)
         idle = [_idle_sweeps(ledger, inv, 200) * 1e6 for _ in range(plan.sweep_reps)]

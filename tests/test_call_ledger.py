@@ -106,13 +106,30 @@ async def test_the_reason_is_what_became_of_the_calls_task(
                   for e in span.events if e.name == sc.EVENT_CANCELLED]
         want = {sc.Outcome.CANCELLED: causes[0] if causes else None,
                 sc.Outcome.ORPHANED: sc.UnansweredReason.ORPHANED,  # ADK < 1.32 lets it run
-                }.get(outcome, sc.UnansweredReason.UNKNOWN)
+                }.get(outcome, sc.CancelCause.SIBLING_FAILED)  # it ended well: the run did not
         assert by_call[sibling][sc.ADK_TOOL_CALL_UNANSWERED_REASON] == want
     # The counter has the bounded attributes only: no call or invocation id.
     for p in telemetry.metrics()[sc.METRIC_UNANSWERED]:
         assert set(p.attributes) == {sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME, sc.ADK_APP_NAME,
                                      sc.ADK_TOOL_CALL_UNANSWERED_REASON}
         assert p.attributes[sc.GEN_AI_AGENT_NAME] == "clerk"
+
+
+async def test_a_call_that_ended_well_takes_the_reason_of_its_runs_end(
+        telemetry: Telemetry, seen: list[Any]) -> None:
+    """The caller's timeout cuts the run after the quick call returned: neither call's
+    response is stored. The quick call's task explains nothing (it ended ``ok``), so its
+    reason is what ended the run first: the caller (``caller_cancelled``), not
+    ``unknown``."""
+    plugin = telemetry.plugin()
+    run = await run_scenario("caller_timeout", [plugin])
+    await run.probe.cleanup()
+    truth = stored_unanswered(await run.stored_events())
+    assert {call for _inv, call in truth} == {"call-slow", "call-quick"}
+    assert telemetry.by_call()["call-quick"].attributes[sc.ADK_TOOL_TASK_OUTCOME] == "ok"
+    reasons = {u.call_id: u.reason for u in seen if isinstance(u, UnansweredCall)}
+    assert reasons == {"call-slow": sc.CancelCause.CALLER_CANCELLED,
+                       "call-quick": sc.CancelCause.CALLER_CANCELLED}
 
 
 async def test_the_event_lands_in_the_runs_trace(telemetry: Telemetry) -> None:
@@ -123,14 +140,14 @@ async def test_the_event_lands_in_the_runs_trace(telemetry: Telemetry) -> None:
     await run.probe.cleanup()
     spans = telemetry.spans.get_finished_spans()
     carriers = [s for s in spans if any(e.name == sc.EVENT_UNANSWERED_CALL for e in s.events)]
-    assert len(carriers) == 1
-    carrier = carriers[0]
+    assert carriers
     tool = telemetry.by_call()["call-slow"]
-    assert carrier.context.trace_id == tool.context.trace_id
-    if carrier.name == sc.SPAN_UNANSWERED_CALL:
-        assert carrier.parent is not None and carrier.status.status_code.name == "ERROR"
-    else:
-        assert carrier.name.startswith("invo")  # ADK's run span
+    for carrier in carriers:
+        assert carrier.context.trace_id == tool.context.trace_id
+        if carrier.name == sc.SPAN_UNANSWERED_CALL:
+            assert carrier.parent is not None and carrier.status.status_code.name == "ERROR"
+        else:
+            assert carrier.name.startswith("invo")  # ADK's run span
 
 
 async def test_a_clean_run_reports_nothing_and_a_long_running_call_is_not_unanswered(
@@ -157,4 +174,4 @@ async def test_an_observer_that_raises_never_reaches_adk(telemetry: Telemetry) -
     finally:
         observe.remove_observer(broken)
     assert plugin.internal_errors >= 1  # counted and swallowed
-    assert len(reported_events(telemetry)) == 1  # the report itself went out
+    assert len(reported_events(telemetry)) == 2  # the reports themselves went out

@@ -69,7 +69,15 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
         "call-child": ("lookup_order", "call", "ok", None),
         "call-sibling": ("wait_briefly", "call", "ok", None),
     },
-    "caller_timeout": {"call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")},
+    "overlapping_runs": {
+        "call-ticket": ("open_ticket", "long_running", "ok", None),
+        "call-a1": ("lookup_order", "call", "ok", None),
+        "call-b1": ("confirm_order", "call", "ok", None),
+    },
+    "caller_timeout": {
+        "call-slow": ("slow_search", "call", "cancelled", "caller_cancelled"),
+        "call-quick": ("lookup_order", "call", "ok", None),
+    },
     **({"caller_abort": {"call-slow": ("slow_search", "call", "cancelled", "caller_cancelled")}}
        if "caller_abort" in SCENARIOS else {}),
     "consumer_cancelled": {

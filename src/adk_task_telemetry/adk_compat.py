@@ -22,7 +22,7 @@ from typing import Any
 from . import semconv as _sc
 
 logger = logging.getLogger("adk_task_telemetry")
-_SEP = os.sep
+_ADK_DIR = f"{os.sep}google{os.sep}adk{os.sep}"
 
 
 def _parse(v: str) -> tuple[int, int, int]:
@@ -198,14 +198,22 @@ def agent_name_of(ctx: Any) -> str:
     return name if isinstance(name, str) else ""
 
 
+def tool_key(tool: Any, ctx: Any) -> tuple[Any, ...]:
+    """What decides the contract's values of a call to ``tool`` in ``ctx`` (name, class,
+    agent, live or not, long-running or not): the plugin works them out once per key."""
+    agent = getattr(ctx, "agent", None)
+    return (getattr(tool, "name", None), type(tool), getattr(agent, "name", None),
+            getattr(ctx, "live_request_queue", None) is not None,
+            bool(getattr(tool, "is_long_running", False)))
+
+
 def is_adk_task(task: asyncio.Task[Any] | None) -> bool:
     """Whether ADK created ``task`` itself (2.x runs a live run in a task of its own).
 
     Such a task ends exactly when its run does; a caller's task does not.
     """
     code = getattr(task.get_coro(), "cr_code", None) if task is not None else None
-    filename = getattr(code, "co_filename", "")
-    return f"{_SEP}google{_SEP}adk{_SEP}" in filename
+    return _ADK_DIR in getattr(code, "co_filename", "")
 
 
 def is_live(ctx: Any) -> bool:
@@ -375,42 +383,64 @@ def marks_sibling_failure(kind: str) -> bool:
 # --- the call ledger: what reached the session ------------------------------------
 
 
-def calls_without_response(ctx: Any, invocation_id: str, since_s: float
-                           ) -> list[tuple[str, str, str]]:
-    """``(call id, tool name, author)`` of each function call of this invocation in
-    the session with no function response there.
+def function_parts(event: Any) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """``(calls, response ids)`` of an event's function parts, ``calls`` as ``(call id,
+    tool)`` without the calls ADK marks long-running (``long_running_tool_ids``: a
+    long-running tool, a confirmation or credential request), which a later
+    invocation answers. None for an event without any (most events: one look at its
+    parts). Partial (streamed) events are skipped: their final event repeats them."""
+    content = getattr(event, "content", None)
+    parts = getattr(content, "parts", None) if content is not None else None
+    if not parts or getattr(event, "partial", None):
+        return None
+    calls: list[tuple[str, str]] = []
+    answered: list[str] = []
+    for part in parts:
+        fc = part.function_call
+        if fc is not None:
+            calls.append((str(fc.id or ""), str(fc.name or "")))
+        fr = part.function_response
+        if fr is not None:
+            answered.append(str(fr.id or ""))
+    if not calls and not answered:
+        return None
+    if calls:
+        later = getattr(event, "long_running_tool_ids", None)
+        if later:
+            calls = [c for c in calls if c[0] not in later]
+    return calls, answered
+
+
+def unanswered_in_session(ctx: Any, pending: dict[str, list[tuple[str, str]]],
+                          since_s: float) -> list[tuple[str, str, str]]:
+    """``(call id, tool, author)`` of each of the ``pending`` calls (call id -> its
+    (tool, author) entries, one per call made with that id) that the session stores
+    without a stored response: the session is what the next model turn reads.
 
     One pass over the session's events from the newest back to the run's start
     (``since_s``, Unix seconds; a second of slack for clocks that store events
-    coarsely). Calls ADK marks long-running (``long_running_tool_ids``: a long-
-    running tool, a confirmation or credential request) are answered by a later
-    invocation, so they are not counted.
+    coarsely), counting only the pending ids.
     """
     events = getattr(getattr(ctx, "session", None), "events", None)
     if not events:
         return []
-    mine = []
+    stored: dict[str, int] = {}
+    answered: dict[str, int] = {}
     floor = since_s - 1.0
     for event in reversed(events):
         if (getattr(event, "timestamp", None) or floor) < floor:
             break
-        if getattr(event, "invocation_id", None) == invocation_id:
-            mine.append(event)
-    answered: dict[str, int] = {}
-    later: set[str] = set()
-    for event in mine:
-        later.update(getattr(event, "long_running_tool_ids", None) or ())
-        for response in event.get_function_responses():
-            key = str(response.id or "")
-            answered[key] = answered.get(key, 0) + 1
-    out = []
-    for event in reversed(mine):  # in the order the model made them
         for fc in event.get_function_calls():
-            call_id = str(fc.id or "")
-            if call_id in later:
-                continue
-            if answered.get(call_id, 0) > 0:
-                answered[call_id] -= 1
-                continue
-            out.append((call_id, str(fc.name or ""), str(event.author or "")))
+            key = str(fc.id or "")
+            if key in pending:
+                stored[key] = stored.get(key, 0) + 1
+        for fr in event.get_function_responses():
+            key = str(fr.id or "")
+            if key in pending:
+                answered[key] = answered.get(key, 0) + 1
+    out: list[tuple[str, str, str]] = []
+    for call_id, made in pending.items():
+        left = min(len(made), stored.get(call_id, 0) - answered.get(call_id, 0))
+        if left > 0:
+            out.extend((call_id, tool, author) for tool, author in made[-left:])
     return out

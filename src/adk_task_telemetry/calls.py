@@ -3,10 +3,14 @@
 A call left without a response stays in the session as a ``function_call`` with no
 ``function_response`` (ADK cancelled a slow sibling of a call that raised, a caller
 timed out mid-tool, an orphan never answered); the next model turn on that session
-is then refused by Gemini (400: every function call needs its response). At run end
-one pass over the invocation's events finds them; a call that got its answer costs
-nothing more. Each one is told as an ``unanswered_call`` event, a WARNING log record
-and the ``adk.tool_call.unanswered`` counter.
+is then refused by Gemini (400: every function call needs its response).
+
+The run's own events tell which calls it made (``Tracker.calls_seen``, from
+``on_event_callback``): a run whose calls were all answered has nothing to check, and
+two runs that share an invocation id never count each other's calls. Only a run left
+with calls seen unanswered reads the session, to report just the calls stored there
+without a stored response. Each one is told as an ``unanswered_call`` event, a
+WARNING log record and the ``adk.tool_call.unanswered`` counter.
 """
 
 from __future__ import annotations
@@ -34,16 +38,28 @@ MAX_TOLD_PER_RUN = 100
 
 
 def unanswered_calls(run: RunRecord, trigger: str) -> list[tuple[UnansweredCall, str]]:
-    """The run's calls without a response, each with what became of its tool task,
-    and the agent that made it."""
-    ctx = run.context_ref() if run.context_ref is not None else None
-    if ctx is None:
+    """The run's calls stored without a response, each with its reason (below), and
+    the agent that made it."""
+    ctx = run.owner_ref() if run.owner_ref is not None else None
+    pending = run.calls
+    if ctx is None or not pending:
         return []
-    missing = compat.calls_without_response(ctx, run.invocation_id, run.start_ns / 1e9)
+    missing = compat.unanswered_in_session(ctx, pending, run.start_ns / 1e9)
     unhappy = run.unhappy or {}
+    fallback = _run_reason(run)
     return [(UnansweredCall(run.invocation_id, run.app_name, call_id, tool,
-                            unhappy.get(call_id, sc.UnansweredReason.UNKNOWN), trigger), author)
+                            unhappy.get(call_id, fallback), trigger), author)
             for call_id, tool, author in missing]
+
+
+def _run_reason(run: RunRecord) -> str:
+    """Why a call whose own task explains nothing (it ended well, or never ran) has
+    no response: what ended the run before the response was stored."""
+    if run.sibling_failed:
+        return sc.CancelCause.SIBLING_FAILED
+    if run.cut_by_caller:
+        return sc.CancelCause.CALLER_CANCELLED
+    return sc.UnansweredReason.UNKNOWN
 
 
 def report_unanswered(run: RunRecord, found: list[tuple[UnansweredCall, str]],

@@ -1,21 +1,24 @@
 """The contract's instruments, one attribute set ("series") per tool, and the cardinality cap.
 
-``started`` is a plain count per series and ``active`` is derived from the open
-records when a reader collects: a tool task costs no SDK measurement for either.
-Both are observed once per Meter for every plugin on it.
+``started`` and ``active`` are plain counts per series (``Series.started`` and
+``Series.open``, changed only by the tracker's ``_enter``/``_leave``), read when a
+reader collects: a tool task costs no SDK measurement for either. Both are observed
+once per Meter for every plugin on it.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
 from . import semconv as sc
+from .records import ToolIdentity
 from .version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -27,30 +30,29 @@ NAME_CHARS = 256
 
 
 class Series:
-    """One (tool, agent, kind, app) attribute set: its dicts, built once, and its
-    started count."""
+    """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
+    counts behind ``started`` and ``active``."""
 
-    __slots__ = ("attrs", "by_outcome", "span_attrs", "started")
+    __slots__ = ("attrs", "by_outcome", "open", "span_attrs", "started")
 
     def __init__(self, attrs: dict[str, str], tool_type: str) -> None:
         self.attrs = attrs
+        # The span's start attributes this series shares (the ids are added per task).
         self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
         # The duration histogram's attributes of the outcomes that need no more.
         self.by_outcome = {o: {**attrs, sc.ADK_TOOL_TASK_OUTCOME: o}
                            for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)}
         self.started = 0
+        self.open = 0
 
 
 class Metrics:
-    """Everything the tracker measures. ``open_series`` yields the series of every
-    open record: ``active`` is counted from it, so it cannot drift from the records."""
+    """Everything the tracker measures."""
 
-    def __init__(self, meter_provider: metrics.MeterProvider | None,
-                 open_series: Callable[[], Iterable[Series]]) -> None:
+    def __init__(self, meter_provider: metrics.MeterProvider | None) -> None:
         meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
-        self._series: dict[tuple[str, str, str, str, str], Series] = {}
+        self._series: dict[ToolIdentity, Series] = {}
         self._capped = False
-        self._open_series = open_series
         _observed_by(meter).users.add(self)
         self._duration = meter.create_histogram(
             sc.METRIC_DURATION, sc.UNIT_SECONDS,
@@ -72,10 +74,9 @@ class Metrics:
             "Function calls with no function response in the session when their run ended.")
         self._unanswered_tools: set[str] = set()
 
-    def series_for(self, tool_name: str, agent_name: str, kind: str, app_name: str,
-                   tool_type: str) -> Series:
-        key = (tool_name, agent_name, kind, app_name, tool_type)
-        series = self._series.get(key)
+    def series_for(self, identity: ToolIdentity) -> Series:
+        """The attribute set of ``identity`` (the caller caches it: once per tool)."""
+        series = self._series.get(identity)
         if series is None and len(self._series) >= MAX_SERIES:
             # A model that invents tool names (ADK answers "tool not found" with a
             # tool of that name) must not explode metric cardinality.
@@ -84,16 +85,16 @@ class Metrics:
                 logger.warning("adk_task_telemetry: more than %d (tool, agent, kind, app) "
                                "combinations; further ones are counted as tool %r",
                                MAX_SERIES, OTHER)
-            key = (OTHER, agent_name, kind, app_name, tool_type)
-            tool_name = OTHER
-            series = self._series.get(key)
+            identity = ToolIdentity(OTHER, identity.tool_type, identity.agent_name,
+                                    identity.kind, identity.app_name)
+            series = self._series.get(identity)
         if series is None:
-            series = self._series[key] = Series({
-                sc.GEN_AI_TOOL_NAME: tool_name[:NAME_CHARS],
-                sc.GEN_AI_AGENT_NAME: agent_name[:NAME_CHARS],
-                sc.ADK_TOOL_TASK_KIND: kind,
-                sc.ADK_APP_NAME: app_name[:NAME_CHARS],
-            }, tool_type[:NAME_CHARS])
+            series = self._series[identity] = Series({
+                sc.GEN_AI_TOOL_NAME: identity.tool_name[:NAME_CHARS],
+                sc.GEN_AI_AGENT_NAME: identity.agent_name[:NAME_CHARS],
+                sc.ADK_TOOL_TASK_KIND: identity.kind,
+                sc.ADK_APP_NAME: identity.app_name[:NAME_CHARS],
+            }, identity.tool_type[:NAME_CHARS])
         return series
 
     # --- observable values (read on the reader's thread) ----------------------------
@@ -103,16 +104,7 @@ class Metrics:
         return [(s.attrs, s.started) for s in list(self._series.values())]
 
     def active_counts(self) -> list[tuple[dict[str, str], int]]:
-        counts: dict[int, int] = {}
-        for _ in range(3):  # the loop may change the records while we count
-            try:
-                counts = {}
-                for s in self._open_series():
-                    counts[id(s)] = counts.get(id(s), 0) + 1
-                break
-            except RuntimeError:
-                continue
-        return [(s.attrs, counts.get(id(s), 0)) for s in list(self._series.values())]
+        return [(s.attrs, s.open) for s in list(self._series.values())]
 
     # --- measurements --------------------------------------------------------------
 
@@ -125,17 +117,17 @@ class Metrics:
                 attrs[sc.ERROR_TYPE] = error_type
             if cancel_cause is not None:
                 attrs[sc.ADK_TOOL_TASK_CANCEL_CAUSE] = cancel_cause
-        self._duration.record(seconds, attrs, context=trace.set_span_in_context(span))
+        self._duration.record(seconds, attrs, context=_exemplar_context(span))
 
     def orphaned(self, series: Series, trigger: str, span: Span) -> None:
         self._orphaned.add(1, {**series.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
-                           context=trace.set_span_in_context(span))
+                           context=_exemplar_context(span))
         self._orphans_alive.add(1, series.attrs)
 
     def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
         self._orphans_alive.add(-1, series.attrs)
         self._orphan_lifetime.record(seconds, {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
-                                     context=trace.set_span_in_context(span))
+                                     context=_exemplar_context(span))
 
     def overflow(self, series: Series) -> None:
         self._overflow.add(1, series.attrs)
@@ -155,6 +147,18 @@ class Metrics:
                  sc.ADK_TOOL_CALL_UNANSWERED_REASON: reason}
         context = trace.set_span_in_context(span) if span is not None else None
         self._unanswered.add(1, attrs, context=context)
+
+
+_NO_EXEMPLAR = Context()
+
+
+def _exemplar_context(span: Span) -> Context:
+    """The span as the exemplar's context where it is sampled (it may have ended
+    already); an empty context otherwise, not the current one (in a done-callback that
+    is ADK's span), and no context to build."""
+    if span.get_span_context().trace_flags.sampled:
+        return trace.set_span_in_context(span)
+    return _NO_EXEMPLAR
 
 
 class _Observed:

@@ -19,6 +19,8 @@ from . import spans as open_spans
 from .stacks import suspended_stack
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from .metrics import Metrics
     from .records import RunRecord, TaskRecord
 
@@ -28,12 +30,12 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 CANCEL_GRACE_S = 5.0
 
 
-def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Task[Any] | None,
-                  metrics: Metrics, *, with_stack: bool, cancel: bool) -> str:
-    """Tells everything about one orphan, then ends its span (its end is the report).
-    Returns the stack it captured ("" if none)."""
+def report_orphan(record: TaskRecord, span: Span, trigger: str, age: float,
+                  task: asyncio.Task[Any] | None, metrics: Metrics, *, with_stack: bool,
+                  cancel: bool) -> str:
+    """Tells everything about one orphan, then ends its span (its end is the report;
+    ``span`` carries the outcome already). Returns the stack it captured ("" if none)."""
     run = record.run
-    span = record.span
     event_attrs: dict[str, Any] = {
         sc.GEN_AI_TOOL_CALL_ID: record.call_id,
         sc.GEN_AI_TOOL_NAME: record.tool_name,
@@ -45,7 +47,6 @@ def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Ta
     if stack:
         event_attrs[sc.CODE_STACKTRACE] = stack
     span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)
-    span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, sc.Outcome.ORPHANED)
     span.set_status(Status(StatusCode.ERROR, f"still running when its run ended ({trigger})"))
     if run.span is not None and run.span.is_recording():
         run.span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)

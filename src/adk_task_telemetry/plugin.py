@@ -2,14 +2,16 @@
 
 Every callback returns None and swallows its own failures: in ADK the first
 plugin to return a value short-circuits the rest, and a plugin exception aborts
-the user's run. The plugin keeps no lifecycle state: the tracker owns it.
+the user's run. The plugin keeps no lifecycle state (the tracker owns it); it
+turns ADK's objects into the tracker's typed values, with what a tool is
+(``ToolIdentity``) worked out once per tool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.adk.plugins.base_plugin import BasePlugin
 from opentelemetry import metrics, trace
@@ -17,11 +19,22 @@ from opentelemetry import metrics, trace
 from . import adk_compat as compat
 from . import exit as _exit
 from . import semconv as sc
+from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, TrackerState
+from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
 from .tracker import Options, Tracker, register_shutdown
 
+if TYPE_CHECKING:
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.events.event import Event
+    from google.adk.tools.base_tool import BaseTool
+    from google.adk.tools.tool_context import ToolContext
+
 logger = logging.getLogger(sc.LOGGER_NAME)
+
+#: Tools remembered at most (a model that invents tool names must not grow it).
+_TOOLS_CACHED = 4 * MAX_SERIES
+_ToolKey = tuple[Any, ...]
 
 
 class TaskTelemetryPlugin(BasePlugin):
@@ -68,6 +81,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self._capture = capture_arguments
         self._redact = redact
         self._max_arg = max_argument_length
+        self._tools: dict[_ToolKey, tuple[ToolIdentity, Series]] = {}
         compat.add_live_teardown_listener(self)
         register_shutdown()
 
@@ -88,27 +102,35 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- run --------------------------------------------------------------------
 
-    async def before_run_callback(self, *, invocation_context: Any) -> None:
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
         try:
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
-                                      trace.get_current_span(), _current_task(), ctx)
+                                      compat.session_id_of(ctx), ctx, trace.get_current_span(),
+                                      _current_task())
         except Exception:
             self._tracker.failed("before_run_callback")
         return None
 
-    async def on_event_callback(self, *, invocation_context: Any, event: Any) -> None:
+    async def on_event_callback(self, *, invocation_context: InvocationContext,
+                                event: Event) -> None:
         try:
-            self._tracker.run_step(str(invocation_context.invocation_id), _current_task())
+            run = self._tracker.run_of(str(invocation_context.invocation_id))
+            if run is not None:
+                self._tracker.run_step(run, _current_task())
+                parts = compat.function_parts(event)
+                if parts is not None:
+                    self._tracker.calls_seen(run, parts[0], parts[1], str(event.author or ""))
         except Exception:
             self._tracker.failed("on_event_callback")
         return None
 
-    async def after_run_callback(self, *, invocation_context: Any) -> None:
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN)
         return None
 
-    async def on_run_error_callback(self, *, invocation_context: Any, error: Exception) -> None:
+    async def on_run_error_callback(self, *, invocation_context: InvocationContext,
+                                    error: Exception) -> None:
         self._run_ended(invocation_context, sc.EndTrigger.RUN_ERROR)
         return None
 
@@ -123,71 +145,100 @@ class TaskTelemetryPlugin(BasePlugin):
         except Exception:
             self._tracker.failed("close")
 
-    def _on_live_teardown(self, invocation_context: Any) -> None:
+    def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
         """ADK 1.x only (see adk_compat): a live run stopped its background tools."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
 
-    def _run_ended(self, invocation_context: Any, trigger: str) -> None:
+    def _run_ended(self, invocation_context: InvocationContext, trigger: str) -> None:
         try:
-            self._tracker.run_ended(str(invocation_context.invocation_id), trigger)
+            run = self._tracker.run_of(str(invocation_context.invocation_id))
+            if run is not None:
+                self._tracker.run_ended(run, trigger)
         except Exception:
             self._tracker.failed(trigger)
 
     # --- tools ------------------------------------------------------------------
 
-    async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> None:
+    async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                   tool_context: ToolContext) -> None:
+        tracker = self._tracker
         try:
             ctx = compat.invocation_context_of(tool_context)
-            invocation_id = str(ctx.invocation_id)
-            kind = compat.task_kind(tool, ctx)
-            stop = compat.is_stop_streaming_call(tool, tool_args) if kind == sc.Kind.CALL else None
-            if stop is not None:
-                self._tracker.stop_requested(invocation_id, stop)
-            tool_name = str(getattr(tool, "name", "") or type(tool).__name__)
+            run = tracker.run_of(ctx.invocation_id)
+            if run is None:  # a tool task seen without its before_run (plugin added mid-run)
+                run = tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
+                                          compat.session_id_of(ctx), ctx, None, None)
+            identity, series = self._tool(tool, ctx, run)
+            if identity.kind == sc.Kind.CALL:
+                stop = compat.is_stop_streaming_call(tool, tool_args)
+                if stop is not None:
+                    tracker.stop_requested(run, stop)
             extra = None
             if self._capture:
-                extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, tool_name, tool_args)
-            self._tracker.opened(
-                invocation_id, _app_name(ctx), ctx, str(tool_context.function_call_id or ""),
-                tool_name, type(tool).__name__, compat.agent_name_of(ctx),
-                compat.session_id_of(ctx), kind, _current_task(), extra)
+                extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
+                                       tool_args)
+            tracker.opened(run, identity, series, tool_context.function_call_id or "",
+                           _current_task(), extra)
         except Exception:
-            self._tracker.failed("before_tool_callback")
+            tracker.failed("before_tool_callback")
         return None
 
-    async def after_tool_callback(
-        self, *, tool: Any, tool_args: Any, tool_context: Any, result: Any
-    ) -> None:
+    async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                  tool_context: ToolContext, result: dict[str, Any]) -> None:
         try:
-            record = self._tracker.current()
-            if record is None or record.call_id != str(tool_context.function_call_id or ""):
-                return None
+            record = self._record(tool_context)
+            if record is None or (record.error is None and record.task is not None
+                                  and not self._capture and not compat.works_in_background(
+                                      record.kind)):
+                return None  # its task's end says all: nothing to note here
+            captured = None
             if self._capture:
-                attrs = self._captured(sc.GEN_AI_TOOL_CALL_RESULT, record.tool_name, result)
-                if attrs:
-                    record.span.set_attributes(attrs)
+                captured = self._captured(sc.GEN_AI_TOOL_CALL_RESULT, record.tool_name, result)
             if compat.works_in_background(record.kind):
                 ctx = compat.invocation_context_of(tool_context)
                 self._tracker.moved(
-                    record, compat.streaming_task_for(ctx, record.tool_name, record.call_id))
+                    record, compat.streaming_task_for(ctx, record.tool_name, record.call_id),
+                    captured)
             else:
-                self._tracker.returned(record)
+                self._tracker.returned(record, captured)
         except Exception:
             self._tracker.failed("after_tool_callback")
         return None
 
-    async def on_tool_error_callback(
-        self, *, tool: Any, tool_args: Any, tool_context: Any, error: Exception
-    ) -> None:
+    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                     tool_context: ToolContext, error: Exception) -> None:
         try:
-            record = self._tracker.current()
-            if record is not None and record.call_id == str(tool_context.function_call_id or ""):
+            record = self._record(tool_context)
+            if record is not None:
                 self._tracker.raised(record, error)
         except Exception:
             self._tracker.failed("on_tool_error_callback")
         return None
 
     # --- internals --------------------------------------------------------------
+
+    def _tool(self, tool: BaseTool, ctx: Any, run: RunRecord) -> tuple[ToolIdentity, Series]:
+        """What a call to ``tool`` in ``ctx`` is, worked out once per tool."""
+        key = (*compat.tool_key(tool, ctx), run.app_name)
+        found = self._tools.get(key)
+        if found is None:
+            identity = ToolIdentity(str(tool.name or "") or type(tool).__name__,
+                                    type(tool).__name__, compat.agent_name_of(ctx),
+                                    compat.task_kind(tool, ctx), run.app_name)
+            found = (identity, self._tracker.metrics.series_for(identity))
+            if len(self._tools) < _TOOLS_CACHED:
+                self._tools[key] = found
+        return found
+
+    def _record(self, tool_context: ToolContext) -> TaskRecord | None:
+        """The open record of this call (after_tool and on_tool_error run in its task)."""
+        call_id = tool_context.function_call_id or ""
+        record = self._tracker.current()
+        if record is not None and record.call_id == call_id:
+            return record
+        # A call that runs in its run's own task: no record of its own in the context.
+        run = self._tracker.run_of(compat.invocation_context_of(tool_context).invocation_id)
+        return None if run is None else self._tracker.record_here(run, call_id)
 
     def _captured(self, key: str, tool_name: str, value: Any) -> dict[str, str] | None:
         try:

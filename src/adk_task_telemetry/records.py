@@ -1,7 +1,8 @@
 """What the tracker holds: a record per tool task, one per run, and the public views.
 
-Records are plain data. Only ``tracker.Tracker`` changes them: its transitions
-are the one place a record's state moves (see the state diagram there).
+Records are data. Their state moves only in ``tracker.Tracker`` (the state diagram
+is there); the other modules read them (orphans.py, calls.py, strict.py) or hand
+values to the tracker to store.
 """
 
 from __future__ import annotations
@@ -9,18 +10,31 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
     from .metrics import Series
+    from .tracker import Tracker
 
 #: A record's states. OPEN: the task runs inside its run. ORPHANED: its run
 #: ended while it ran; it is watched until it ends. ENDED: nothing more happens.
 OPEN, ORPHANED, ENDED = "open", "orphaned", "ended"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolIdentity:
+    """What a tool task is, fixed when it is created: everything that names it but
+    its call id. One per (tool, agent, kind, app), shared by all its tasks."""
+
+    tool_name: str
+    tool_type: str
+    agent_name: str
+    kind: str
+    app_name: str
 
 
 @dataclass(frozen=True)
@@ -60,8 +74,8 @@ class TaskSeen:
 @dataclass(frozen=True)
 class UnansweredCall:
     """A function call of a run that had no function response in the session when
-    the run ended. ``reason`` is what became of its tool task: a cancel cause,
-    ``error`` or ``orphaned``; ``unknown`` when no task of it ended badly."""
+    the run ended. ``reason`` says why (docs/telemetry.md: what became of its tool
+    task, else what ended the run first, else ``unknown``)."""
 
     invocation_id: str
     app_name: str
@@ -86,87 +100,125 @@ class TrackerState:
 
 class TaskRecord:
     """One tool task. ``task`` is the asyncio task whose end is this record's end;
-    None when the call runs in its run's own task, so that its callbacks end it."""
+    None when the call runs in its run's own task, so that its callbacks end it.
+
+    The SDK span is made when the task's end (or orphan report) is known, with the
+    start time and parent context kept here: until then a task costs no span object.
+    The record is its task's done-callback (no bound method per task).
+    """
 
     __slots__ = (
-        "call_id", "cancel_cause", "error", "holder", "invocation_id", "key", "kind", "on_done",
-        "orphaned_at", "returned", "run", "series", "span", "start", "state", "task",
-        "tool_name",
+        "call_id", "cancel_cause", "error", "extra", "identity", "key", "orphaned_ns",
+        "parent", "returned", "run", "series", "span", "start_ns", "state", "task",
     )
 
-    def __init__(self, run: RunRecord, key: str, call_id: str, tool_name: str, kind: str,
-                 span: Span, series: Series, on_done: Callable[[TaskRecord, Any], None],
-                 start: float | None = None) -> None:
-        self.run = run  # until the record leaves its run (then a detached placeholder)
-        self.invocation_id = run.invocation_id
-        self.key = key  # in run.tasks: the call id, or call id#n for a duplicate id
+    def __init__(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
+                 key: str, parent: Context, start_ns: int) -> None:
+        self.run = run
+        self.identity = identity
+        self.series = series  # the metric attribute set (``_other`` past the cap)
         self.call_id = call_id
-        self.tool_name = tool_name
-        self.kind = kind
-        self.span = span
-        self.series = series
-        self.on_done = on_done
-        self.start = time.monotonic() if start is None else start
+        self.key = key  # in run.tasks: the call id, or call id#n for a duplicate id
+        self.parent: Context | None = parent  # the OpenTelemetry context it was created in
+        self.start_ns = start_ns
         self.state = OPEN
         self.task: asyncio.Task[Any] | None = None
+        self.span: Span | None = None  # made early only where something needs it
+        self.extra: dict[str, str] | None = None  # opt-in captured arguments/result
         self.error: BaseException | None = None  # what on_tool_error saw
         self.returned = False  # after_tool_callback ran: the call produced a result
         self.cancel_cause: str | None = None  # known before the cancellation lands
-        self.orphaned_at = 0.0
-        # What the plugin's context variable holds: emptied when the record ends,
-        # so a finished asyncio task that ADK keeps around does not keep it.
-        self.holder: list[TaskRecord | None] = [self]
+        self.orphaned_ns = 0
 
     def __call__(self, task: asyncio.Task[Any]) -> None:
-        """The done-callback of ``task`` (the record itself: no partial per task)."""
-        self.on_done(self, task)
+        self.run.tracker.task_done(self, task)
+
+    @property
+    def tool_name(self) -> str:
+        return self.identity.tool_name
+
+    @property
+    def kind(self) -> str:
+        return self.identity.kind
+
+
+class RunHolder:
+    """What the tracker's context variable holds for a run: set in ``before_run``, so
+    the run's tool tasks (which copy the context when created) find their run, even
+    when two runs share an invocation id. ``run`` is emptied when the run ends, so a
+    caller's context that outlives the run keeps nothing; ``parent`` is the holder of
+    the run this one started inside (an AgentTool's parent run)."""
+
+    __slots__ = ("parent", "run")
+
+    def __init__(self, run: RunRecord, parent: RunHolder | None) -> None:
+        self.run: RunRecord | None = run
+        self.parent = parent
 
 
 class RunRecord:
-    """One invocation. ``driver`` is the task running the run's current step, held
-    weakly: a caller's finished task can hold (through its result) the frames that
-    keep ADK's invocation context, and so this record, alive."""
+    """One run (one ``run_async``/``run_live`` call), however ADK names it. ``driver``
+    is the task running the run's current step, held weakly: a caller's finished task
+    can hold (through its result) the frames that keep ADK's invocation context, and
+    so this record, alive. The record is its driver's done-callback."""
 
     __slots__ = (
-        "app_name", "context_ref", "driver_is_run", "driver_ref", "finalizer", "invocation_id",
-        "on_driver_done", "sibling_failed", "span", "spawned", "start_ns", "tasks",
-        "trace_id", "unhappy", "watched_ref",
+        "app_name", "calls", "conversation_id", "cut_by_caller", "driver_is_run", "driver_ref",
+        "holder", "invocation_id", "nested", "older", "owner_ref", "sibling_failed", "span",
+        "span_watched", "spawned", "start_ns", "tasks", "trace_id", "tracker", "unhappy",
+        "watched_ref",
     )
 
-    def __init__(self, invocation_id: str, app_name: str) -> None:
+    def __init__(self, tracker: Tracker, invocation_id: str, app_name: str,
+                 conversation_id: str | None) -> None:
+        self.tracker = tracker
         self.invocation_id = invocation_id
         self.app_name = app_name
+        self.conversation_id = conversation_id
+        self.holder: RunHolder | None = None
+        self.older: RunRecord | None = None  # an earlier run still going with the same id
         self.span: Span | None = None  # ADK's run span, where one is recording
+        # ADK's run span (recording or not) whose end ends the run (spans.watch_end).
+        self.span_watched: Span | None = None
         self.start_ns = time.time_ns()
         self.trace_id = 0  # of the run's spans, once known
         self.driver_ref: weakref.ref[asyncio.Task[Any]] | None = None
         # True when the driver exists only to run this run (ADK's own live task).
         self.driver_is_run = False
         self.tasks: dict[str, TaskRecord] = {}  # the open records: the only list of them
-        # The task that carries on_driver_done now (attached only while tasks are open).
+        # The task that carries this record as done-callback now (only while tasks
+        # are open, or always for ADK's own run task).
         self.watched_ref: weakref.ref[asyncio.Task[Any]] | None = None
-        self.on_driver_done: Callable[[asyncio.Task[Any]], None] | None = None
         self.sibling_failed = False
-        self.finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
+        self.cut_by_caller = False  # the caller left before the run finished
+        self.nested = False  # started inside a tool task of ours (an AgentTool's run)
+        # ADK's invocation context, weakly; its death ends a run no signal ended.
+        self.owner_ref: weakref.ref[Any] | None = None
+        # The call ledger: function calls this run made (seen in its events) with no
+        # response seen yet, call id -> [(tool, author), ...]; None while there are none.
+        self.calls: dict[str, list[tuple[str, str]]] | None = None
+        # Call id -> how its task ended, for tasks that did not end well only.
+        self.unhappy: dict[str, str] | None = None
         # Strict mode: tasks a tool body created, with who created them and when.
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
-        # ADK's invocation context, weakly: its session tells at run end which calls
-        # got no response (the call ledger).
-        self.context_ref: weakref.ref[Any] | None = None
-        # Call id -> how its task ended, for tasks that did not end well only (an
-        # unanswered call's reason); None until one does: a clean run allocates nothing.
-        self.unhappy: dict[str, str] | None = None
+
+    def __call__(self, task: asyncio.Task[Any]) -> None:
+        self.tracker.driver_done(self, task)
 
     @property
     def driver(self) -> asyncio.Task[Any] | None:
         return self.driver_ref() if self.driver_ref is not None else None
 
+    @property
+    def ended(self) -> bool:
+        return self.holder is None
+
     def still_running(self) -> bool:
         """Whether the run goes on. ADK's own run task ends with the run; else ADK's
-        run span, where one records, ends exactly when the run does; else the task
-        last seen reading the run is alive (a caller may hand the generator to a
-        task not seen yet: the weakest of the three)."""
+        run span, where its end is watched, ends exactly when the run does (and ends
+        the run then); else the task last seen reading the run is alive (a caller
+        may hand the generator to a task not seen yet: the weakest of the three)."""
+        if not self.driver_is_run and self.span_watched is not None:
+            return True
         task = self.driver
-        if not self.driver_is_run and self.span is not None:
-            return getattr(self.span, "end_time", None) is None
         return task is not None and not task.done()

@@ -6,18 +6,19 @@ spans between start and end, so that the run-end sweep can report those of the
 run's trace that are still open. configure_telemetry() installs it; add it to
 your own provider with ``provider.add_span_processor(OpenSpanProcessor())``.
 
-RunSpanEnds tells the tracker when ADK's run span ends: the one end-of-run signal
+``watch_end`` tells the tracker when ADK's run span ends: the one end-of-run signal
 that every ADK version gives on every path, wherever ADK traces with an SDK provider.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -91,52 +92,58 @@ def open_child_spans(trace_id: int, since_ns: int) -> list[Any]:
     return list(found.values())
 
 
-class RunSpanEnds(SpanProcessor):
-    """Calls back when a watched span ends: ADK's own run span, which ends exactly
-    when the runner's generator unwinds, however it unwinds (completion, error,
-    cancellation, a caller's timeout, aclose). ADK skips its plugin hooks on some
-    of those paths; this one it cannot skip. Added once to the SDK TracerProvider
-    that ADK traces with (see watch_run_span)."""
+class _EndWatch:
+    """Stands in for one span's ``end`` (an instance attribute, so no other span pays
+    anything): ends the span, then tells the tracker, once."""
 
-    def __init__(self) -> None:
-        self._watch: dict[int, Callable[[], None]] = {}
+    __slots__ = ("callback", "original", "run")
 
-    def watch(self, span_id: int, callback: Callable[[], None]) -> None:
-        self._watch[span_id] = callback
+    def __init__(self, original: Callable[..., None], run: Any,
+                 callback: Callable[[Any, BaseException | None], None]) -> None:
+        self.original = original
+        self.run = run
+        self.callback = callback
 
-    def forget(self, span_id: int) -> None:
-        self._watch.pop(span_id, None)
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        # Called from the ``finally`` of ADK's ``start_as_current_span``: what is
+        # propagating through the run's span now is how the run ended.
+        error = sys.exc_info()[1]
+        try:
+            self.original(*args, **kwargs)
+        finally:
+            run, self.run = self.run, None
+            span = getattr(self.original, "__self__", None)
+            if span is not None and vars(span).get("end") is self:
+                del span.end  # the class's own end again
+            if run is not None:
+                try:
+                    self.callback(run, error)
+                except Exception:  # never raise into ADK's span end
+                    logger.debug("run-span end callback failed", exc_info=True)
 
-    def on_end(self, span: ReadableSpan) -> None:
-        if not self._watch:
-            return
-        ctx = span.get_span_context()
-        callback = self._watch.pop(ctx.span_id, None) if ctx is not None else None
-        if callback is not None:
-            try:
-                callback()
-            except Exception:  # never raise into the SDK (nor into ADK's span end)
-                logger.debug("run-span end callback failed", exc_info=True)
 
-
-_run_span_ends: dict[int, RunSpanEnds] = {}  # id(provider) -> its watcher
-
-
-def watch_run_span(span: Any, callback: Callable[[], None]) -> bool:
-    """Calls ``callback`` when ``span`` (a recording SDK span) ends. False when it
-    cannot: a span of no SDK provider, or one that has already ended."""
-    provider = trace.get_tracer_provider()
-    add = getattr(provider, "add_span_processor", None)
-    if add is None or not span.is_recording():
+def watch_end(span: Any, run: Any, callback: Callable[[Any, BaseException | None], None]
+              ) -> bool:
+    """Calls ``callback(run, error)`` right after ``span`` (ADK's own run span, with a
+    context of its own: sampled or not) ends, ``error`` being the exception the run
+    raised through it, if any: it ends exactly when the runner's generator unwinds,
+    however it unwinds (completion, error, cancellation, a caller's timeout, aclose),
+    where ADK skips its plugin hooks on some of those paths. Only that one span's
+    ``end`` is replaced (on the instance), so no other span pays for the watch.
+    False when it cannot watch it."""
+    try:
+        if "end" in vars(span):  # watched already, or someone else's
+            return False
+        span.end = _EndWatch(span.end, run, callback)
+        return True
+    except (TypeError, AttributeError):  # no instance dict: a span type we do not know
         return False
-    watcher = _run_span_ends.get(id(provider))
-    if watcher is None:
-        watcher = _run_span_ends[id(provider)] = RunSpanEnds()
-        add(watcher)
-    watcher.watch(span.get_span_context().span_id, callback)
-    return True
 
 
-def forget_run_span(span: Any) -> None:
-    for watcher in list(_run_span_ends.values()):
-        watcher.forget(span.get_span_context().span_id)
+def unwatch_end(span: Any) -> None:
+    """The run ended by another signal: the span's end tells nothing more."""
+    with contextlib.suppress(TypeError, AttributeError):
+        watch = vars(span).get("end")
+        if isinstance(watch, _EndWatch):
+            watch.run = None
+            del span.end

@@ -10,30 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind
-
 from . import semconv as sc
-from .records import OPEN, RunRecord, TaskRecord
+from .records import RunRecord
 
 if TYPE_CHECKING:
     from .tracker import Tracker
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
-#: Spawned tasks kept per run before finished ones are pruned.
-_PRUNE_AT = 64
-
+_trackers: weakref.WeakSet[Tracker] = weakref.WeakSet()
 _loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 _tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-def install_on_running_loop() -> None:
-    """Chains a task factory onto the running loop (once per loop; uvloop too)."""
+def install_on_running_loop(tracker: Tracker) -> None:
+    """Chains a task factory onto the running loop (once per loop; uvloop too) that
+    tells ``tracker`` of tasks created inside its tool tasks."""
+    _trackers.add(tracker)
     loop = asyncio.get_running_loop()
     if loop in _loops:
         return
@@ -56,17 +52,10 @@ def install_on_running_loop() -> None:
 
 
 def _note(task: asyncio.Task[Any]) -> None:
-    from .tracker import trackers
-
-    for tracker in trackers():
-        if not tracker.options.track_spawned_tasks:
-            continue
+    for tracker in list(_trackers):
         record = tracker.current()
-        if record is not None and record.state == OPEN and record.task is not task:
-            spawned = record.run.spawned
-            if len(spawned) >= _PRUNE_AT:
-                spawned[:] = [s for s in spawned if not s[0].done()]
-            spawned.append((task, record, time.time_ns()))
+        if record is not None and record.task is not task:
+            tracker.note_spawned(record, task)
 
 
 def note_tool_task(task: asyncio.Task[Any]) -> None:
@@ -77,18 +66,6 @@ def note_tool_task(task: asyncio.Task[Any]) -> None:
 def end_spawned(tracker: Tracker, run: RunRecord, trigger: str) -> None:
     """At the run's end: each spawned task still running is an orphan of its call."""
     for task, parent, spawned_ns in run.spawned:
-        if task.done() or task in _tool_tasks:
-            continue
-        attributes = dict(getattr(parent.span, "attributes", None) or {})
-        attributes.pop(sc.ADK_TOOL_TASK_OUTCOME, None)
-        attributes[sc.ADK_TOOL_TASK_SPAWNED] = True
-        span = tracker.tracer.start_span(
-            sc.SPAN_NAME_PREFIX + parent.tool_name, kind=SpanKind.INTERNAL,
-            context=trace.set_span_in_context(parent.span), start_time=spawned_ns,
-            attributes=attributes)
-        start = time.monotonic() - (time.time_ns() - spawned_ns) / 1e9
-        record = TaskRecord(run, f"{parent.key}/spawned-{id(task):x}", parent.call_id,
-                            parent.tool_name, parent.kind, span, parent.series,
-                            parent.on_done, start=start)
-        tracker.adopt_orphan(record, trigger, task)
+        if not task.done() and task not in _tool_tasks:
+            tracker.adopt_spawned(parent, task, spawned_ns, trigger)
     run.spawned.clear()

@@ -6,12 +6,20 @@
                  │                                                      ▲
                  └──run ended while its task runs──► ORPHANED ──task ended──┘
 
-A record leaves OPEN exactly once, through ``_leave()``: it ends (``_end``) or is
-orphaned (``_orphan``), never both, never twice. A record is OPEN exactly while it
-is in its run's ``tasks``; the open count is changed only by ``_opened`` and
-``_leave``. When a run has ended is decided in ``_end_run`` alone, with the rule
-of each trigger in ``adk_compat.kinds_ended_by``. Knows OpenTelemetry, not ADK:
-the plugin turns ADK callbacks into these verbs.
+A record enters OPEN in ``_enter`` and leaves it exactly once, in ``_leave``: it
+ends (``_end``) or is orphaned (``_orphan``), never both, never twice. The counts
+behind ``started`` and ``active`` and the open total change only in those two. A
+run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, found
+through a context variable its tool tasks inherit (two runs can share an
+invocation id), and it ends only in ``_end_run``, with each trigger's rule in
+``adk_compat.kinds_ended_by``. Knows OpenTelemetry, not ADK: the plugin turns ADK
+callbacks into these verbs.
+
+The SDK span of a task is made when its end (or orphan report) is known, from the
+start time and parent context kept in its record. Span processors see its
+``on_start`` then, not at creation: a stuck task is visible from the moment it is
+reported orphaned (its run's end), which is when it becomes a finding; until then
+a task costs no span object and no garbage that outlives a loop turn.
 """
 
 from __future__ import annotations
@@ -21,20 +29,21 @@ import atexit
 import contextlib
 import contextvars
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from opentelemetry import metrics, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
 from . import adk_compat as compat
 from . import observe, strict
 from . import semconv as sc
-from . import spans as open_spans
+from . import spans as run_spans
 from .calls import report_unanswered, unanswered_calls
 from .metrics import NAME_CHARS, Metrics, Series
 from .orphans import error_type, report_open_spans, report_orphan
@@ -43,9 +52,11 @@ from .records import (
     OPEN,
     ORPHANED,
     OpenTask,
+    RunHolder,
     RunRecord,
     TaskRecord,
     TaskSeen,
+    ToolIdentity,
     TrackerState,
 )
 from .version import __version__
@@ -56,6 +67,13 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 #: the event loop walking every one (each orphan is still reported).
 STACKS_PER_SWEEP = 100
 _FAILURES_LOGGED = 10
+_DROPS_UNSAMPLED_CHILD = "localParentNotSampled:AlwaysOffSampler"
+#: Spawned tasks kept per run (strict mode) before finished ones are pruned.
+_PRUNE_SPAWNED_AT = 64
+#: Triggers that mean the caller stopped the run before it finished (the reason of
+#: an unanswered call whose own task explains nothing).
+_CALLER_ENDS = frozenset({sc.EndTrigger.RUN_TASK_DONE, sc.EndTrigger.RUN_SPAN_END,
+                          sc.EndTrigger.LIVE_TEARDOWN, sc.EndTrigger.PLUGIN_CLOSE})
 
 
 @dataclass(frozen=True)
@@ -69,49 +87,59 @@ class Tracker:
     """The records of one plugin instance, and the verbs that move them."""
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None,
-                 meter_provider: metrics.MeterProvider | None = None,
-                 options: Options | None = None) -> None:
+                 meter_provider: Any = None, options: Options | None = None) -> None:
         self.options = options or Options()
+        self._tracer_provider = tracer_provider
         self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
-        self.metrics = Metrics(meter_provider, self._open_series)
+        self.metrics = Metrics(meter_provider)
+        # Invocation id -> its newest run; older runs of the same id still going hang
+        # off it (``RunRecord.older``). Read only when the context variable cannot say.
         self._runs: dict[str, RunRecord] = {}
         self._orphans: set[TaskRecord] = set()  # ORPHANED records: their tasks still run
-        self._open = 0  # OPEN records, i.e. the sum of len(run.tasks)
+        self._open = 0  # OPEN records (what max_open_tasks bounds)
         self._overflowed = 0
         self._stacks_left = STACKS_PER_SWEEP
+        self._drops_unsampled: bool | None = None  # known once the SDK provider is
         #: Failures inside the plugin and the tracker (swallowed, logged), counted once.
         self.failures = 0
-        # The record of the tool call whose task is running. before/after/error
-        # callbacks of one call run in that call's task, so they all see it; tasks
-        # a tool body creates inherit it (strict mode).
-        self._current: contextvars.ContextVar[list[TaskRecord | None] | None] = (
-            contextvars.ContextVar(f"adk_task_telemetry_{id(self):x}", default=None))
+        # The run of the code running now: set in before_run, inherited by the run's
+        # tool tasks (they copy the context when ADK creates them).
+        self._run_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
+            f"adk_task_telemetry_run_{id(self):x}", default=None)
+        # The record of the tool task running now, set in each tool task of its own:
+        # its after_tool/on_tool_error find it here; a run started here is a nested one
+        # (an AgentTool's), a close here a nested runner's; tasks created here inherit
+        # it (strict mode). A finished task ADK keeps holds only the record's shell.
+        self._task_var: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
+            f"adk_task_telemetry_task_{id(self):x}", default=None)
+        self._owner_gone_cb = self._owner_gone
         _TRACKERS.add(self)
 
     # --- views ----------------------------------------------------------------------
 
-    def current(self) -> TaskRecord | None:
-        """The open record of the tool call running in this context, if any."""
-        holder = self._current.get()
-        return holder[0] if holder else None
+    def all_runs(self) -> Iterator[RunRecord]:
+        for head in list(self._runs.values()):
+            run: RunRecord | None = head
+            while run is not None:
+                yield run
+                run = run.older
 
     def open_tasks(self) -> list[OpenTask]:
-        now = time.monotonic()
-        out = [OpenTask(r.invocation_id, r.call_id, r.tool_name, r.kind, now - r.start, False)
-               for r in self._open_records()]
-        out.extend(OpenTask(r.invocation_id, r.call_id, r.tool_name, r.kind, now - r.start, True)
-                   for r in list(self._orphans))
+        now = time.time_ns()
+        out = [OpenTask(r.run.invocation_id, r.call_id, r.tool_name, r.kind,
+                        (now - r.start_ns) / 1e9, False)
+               for run in self.all_runs() for r in list(run.tasks.values())]
+        out.extend(OpenTask(r.run.invocation_id, r.call_id, r.tool_name, r.kind,
+                            (now - r.start_ns) / 1e9, True) for r in list(self._orphans))
         return out
 
     def state(self) -> TrackerState:
-        return TrackerState(len(self._runs), self._open, len(self._orphans))
+        return TrackerState(sum(1 for _ in self.all_runs()), self._open, len(self._orphans))
 
-    def _open_records(self) -> Iterator[TaskRecord]:
-        for run in list(self._runs.values()):
-            yield from list(run.tasks.values())
-
-    def _open_series(self) -> Iterator[Series]:
-        return (r.series for r in self._open_records())
+    def current(self) -> TaskRecord | None:
+        """The open record of the tool task running in this context, if any."""
+        record = self._task_var.get()
+        return record if record is not None and record.state == OPEN else None
 
     def _tell(self, seen: observe.Seen) -> None:
         for observer in list(observe.observers):
@@ -127,107 +155,151 @@ class Tracker:
 
     # --- runs -----------------------------------------------------------------------
 
-    def run_started(self, invocation_id: str, app_name: str, span: Span | None,
-                    task: asyncio.Task[Any] | None, owner: Any) -> None:
-        run = self._run(invocation_id, app_name, owner)
+    def run_started(self, invocation_id: str, app_name: str, conversation_id: str | None,
+                    owner: Any, span: Span | None, task: asyncio.Task[Any] | None) -> RunRecord:
+        """before_run: a new run, the one this context and its tool tasks belong to."""
+        run = self._new_run(invocation_id, app_name, conversation_id, owner)
         is_run = compat.is_adk_task(task)
-        if span is not None and span.get_span_context().is_valid:
-            run.trace_id = span.get_span_context().trace_id
-        if span is not None and span.is_recording() and run.span is None:
-            run.span = span
-            if not is_run:  # ADK's own run task ends with the run: that signal is exact
-                open_spans.watch_run_span(span, partial(_run_span_ended, weakref.ref(self),
-                                                        invocation_id))
+        if span is not None:
+            ctx = span.get_span_context()
+            if span.is_recording():
+                run.span = span
+            # ADK's own run task ends with the run: that signal is exact. Else the run
+            # span's end, sampled or not (a valid context: a span of its own).
+            if ctx.is_valid:
+                run.trace_id = ctx.trace_id
+                if not is_run and run_spans.watch_end(span, run, self.run_span_ended):
+                    run.span_watched = span
         self._drive(run, task, is_run)
         if self.options.track_spawned_tasks:
-            strict.install_on_running_loop()
+            strict.install_on_running_loop(self)
+        return run
 
-    def run_step(self, invocation_id: str, task: asyncio.Task[Any] | None) -> None:
+    def _new_run(self, invocation_id: str, app_name: str, conversation_id: str | None,
+                 owner: Any) -> RunRecord:
+        run = RunRecord(self, invocation_id, app_name, conversation_id)
+        above = self._live_holder(self._run_var.get())
+        run.holder = RunHolder(run, above)
+        self._run_var.set(run.holder)
+        # A run started inside a tool task of ours (an AgentTool's sub-agent): its
+        # session is thrown away with it; the AgentTool's own call is the one the
+        # user's session keeps. Not ledgered.
+        run.nested = self._inside_tool_task()
+        run.older = self._runs.get(invocation_id)
+        self._runs[invocation_id] = run
+        if owner is not None:
+            # Also the backstop for runs that end with no signal at all (a run_async
+            # that fails on ADK 1.x without an SDK provider): dropped when ADK lets
+            # go of the invocation context.
+            with contextlib.suppress(TypeError):
+                run.owner_ref = weakref.ref(owner, self._owner_gone_cb)
+        return run
+
+    def _inside_tool_task(self) -> bool:
+        return self.current() is not None
+
+    @staticmethod
+    def _live_holder(holder: RunHolder | None) -> RunHolder | None:
+        while holder is not None and holder.run is None:
+            holder = holder.parent
+        return holder
+
+    def run_of(self, invocation_id: str) -> RunRecord | None:
+        """The run of invocation ``invocation_id`` that the calling code belongs to."""
+        holder = self._run_var.get()
+        while holder is not None:
+            run = holder.run
+            if run is not None and run.invocation_id == invocation_id:
+                return run
+            holder = holder.parent
+        return self._runs.get(invocation_id)
+
+    def run_step(self, run: RunRecord, task: asyncio.Task[Any] | None) -> None:
         """The run's reader is ``task`` now (it just got an event).
 
         A caller may hand the run's generator from task to task (a request handler
         to a worker; ``wait_for`` around every ``anext``): the run goes on in the
         task reading it, not in the one that started it.
         """
-        run = self._runs.get(invocation_id)
-        if run is not None and not run.driver_is_run:
+        if not run.driver_is_run and task is not run.driver:
             self._drive(run, task, False)
+        if self._run_var.get() is not run.holder and run.holder is not None:
+            self._run_var.set(run.holder)  # tool tasks of this step find their run
 
-    def _run(self, invocation_id: str, app_name: str, owner: Any = None) -> RunRecord:
-        run = self._runs.get(invocation_id)
-        if run is None:  # also a tool task seen without its before_run (plugin added mid-run)
-            run = self._runs[invocation_id] = RunRecord(invocation_id, app_name)
-        if owner is not None and run.context_ref is None and self.current() is None:
-            # Not for a run started inside one of our tool tasks (an AgentTool's
-            # sub-agent): its session is thrown away with it; the AgentTool's own
-            # call is the one the user's session keeps.
-            with contextlib.suppress(TypeError):
-                run.context_ref = weakref.ref(owner)
-        if owner is not None and run.finalizer is None:
-            # Backstop for runs that end with no signal at all (a run_async that
-            # fails on ADK 1.x): drop the record, if idle, once ADK lets go of the
-            # invocation context.
-            try:
-                run.finalizer = weakref.finalize(
-                    owner, _drop_idle_run, weakref.ref(self), invocation_id)
-                run.finalizer.atexit = False
-            except TypeError:
-                run.finalizer = None
-        return run
+    def calls_seen(self, run: RunRecord, calls: list[tuple[str, str]], answered: list[str],
+                   author: str) -> None:
+        """An event of the run made these function calls and carried these responses:
+        the ledger's record of what this run asked and what came back."""
+        pending = run.calls
+        if calls:
+            if pending is None:
+                pending = run.calls = {}
+            for call_id, tool in calls:
+                pending.setdefault(call_id, []).append((tool, author))
+        if answered and pending:
+            for call_id in answered:
+                waiting = pending.get(call_id)
+                if waiting:
+                    waiting.pop()
+                    if not waiting:
+                        del pending[call_id]
 
     def _drive(self, run: RunRecord, task: asyncio.Task[Any] | None, is_run: bool) -> None:
-        if task is run.driver:
-            return
         run.driver_ref = weakref.ref(task) if task is not None else None
         run.driver_is_run = is_run
-        if run.tasks:
+        if run.tasks or is_run:
             self._watch(run)
 
     def _watch(self, run: RunRecord) -> None:
-        """Keeps ``on_driver_done`` on the current driver: ADK's own run task for the
-        run's whole life (it ends with the run), a caller's task only while the run has
-        open tasks (it may serve thousands of runs)."""
+        """Keeps the run as done-callback of its current driver: ADK's own run task for
+        the run's whole life (it ends with the run), a caller's task only while the run
+        has open tasks (it may serve thousands of runs)."""
         watched = run.watched_ref() if run.watched_ref is not None else None
-        task = run.driver if run.tasks or run.driver_is_run else None
+        task = run.driver if (run.tasks or run.driver_is_run) and not run.ended else None
         if watched is task:
             return
-        if watched is not None and run.on_driver_done is not None:
-            watched.remove_done_callback(run.on_driver_done)
+        if watched is not None:
+            watched.remove_done_callback(run)
         run.watched_ref = None
         if task is not None and not task.done():
-            if run.on_driver_done is None:
-                run.on_driver_done = partial(self._driver_done, run.invocation_id)
-            task.add_done_callback(run.on_driver_done)
+            task.add_done_callback(run)
             run.watched_ref = weakref.ref(task)
 
-    def _driver_done(self, invocation_id: str, task: asyncio.Task[Any]) -> None:
+    def driver_done(self, run: RunRecord, task: asyncio.Task[Any]) -> None:
         try:
-            run = self._runs.get(invocation_id)
-            if run is None:
-                return
             if run.watched_ref is not None and run.watched_ref() is task:
                 run.watched_ref = None
-            if task is run.driver:
+            if task is run.driver and not run.ended:
                 self._end_run(run, sc.EndTrigger.RUN_TASK_DONE)
         except Exception:
             self.failed("run-task end")
 
-    def run_ended(self, invocation_id: str, trigger: str) -> None:
+    def run_span_ended(self, run: RunRecord, error: BaseException | None) -> None:
+        """ADK's own run span ended (spans.watch_end), with ``error`` passing through
+        it: the run is over; the caller cut it unless the run raised."""
+        try:
+            run.span_watched = None
+            if not run.ended:
+                run.cut_by_caller = not isinstance(error, Exception)
+                self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
+        except Exception:
+            self.failed("run-span end")
+
+    def run_ended(self, run: RunRecord, trigger: str) -> None:
         """ADK said the run ended (after_run, run_error, live teardown)."""
-        run = self._runs.get(invocation_id)
-        if run is not None:
+        if not run.ended:
             self._end_run(run, trigger)
 
     def closed(self) -> bool:
         """The plugin is closed: ends the runs that are no longer running. A Runner's
         close() does not stop runs in progress, and one plugin may serve many Runners.
         Returns whether any run is still in progress."""
-        if self.current() is not None:
+        if self._inside_tool_task():
             # Closed from inside one of our tool tasks: a nested AgentTool runner
             # (ADK 1.x closes it when its run is over); the runs around it go on.
             return True
         busy = False
-        for run in list(self._runs.values()):
+        for run in list(self.all_runs()):
             if run.still_running():
                 busy = True
             else:
@@ -237,36 +309,69 @@ class Tracker:
     def shutdown(self) -> int:
         """The process exits: every run ends now. Returns the number of orphans."""
         before = len(self._orphans)
-        for run in list(self._runs.values()):
+        for run in list(self.all_runs()):
             self._end_run(run, sc.EndTrigger.SHUTDOWN)
         return len(self._orphans) - before
 
-    def _end_run(self, run: RunRecord, trigger: str) -> None:
-        """The one place a run ends: each open task ends or becomes an orphan."""
-        kinds = compat.kinds_ended_by(trigger, run.driver_is_run)
-        self._stacks_left = STACKS_PER_SWEEP
-        for record in list(run.tasks.values()):
-            if kinds is None or record.kind in kinds:
-                self._settle(record, trigger)
-        if kinds is not None and run.tasks:
-            self._watch(run)  # the rest goes on with the run (and maybe another driver)
-            return
-        if self._runs.get(run.invocation_id) is run:
-            del self._runs[run.invocation_id]
-        run.driver_ref = None
-        self._watch(run)  # detaches from the driver
-        if run.finalizer is not None:
-            run.finalizer.detach()
-        if run.spawned:
-            strict.end_spawned(self, run, trigger)
-        self._unanswered(run, trigger)
-        report_open_spans(run, trigger)
-        if run.span is not None and trigger != sc.EndTrigger.RUN_SPAN_END:
-            open_spans.forget_run_span(run.span)
+    def _owner_gone(self, ref: weakref.ref[Any]) -> None:
+        """ADK let go of a run's invocation context and no signal had ended the run
+        (runs that ended drop this reference first, so it does not fire for them)."""
+        try:
+            for run in list(self.all_runs()):
+                if run.owner_ref is ref and not run.tasks:
+                    self._end_run(run, None)
+        except Exception:  # runs from the garbage collector
+            self.failed("run dropped")
+
+    def _end_run(self, run: RunRecord, trigger: str | None) -> None:
+        """The one place a run ends: each open task ends or becomes an orphan. A run
+        ADK dropped (``trigger`` None) had nothing open and reports nothing."""
+        if trigger is not None:
+            kinds = compat.kinds_ended_by(trigger, run.driver_is_run)
+            self._stacks_left = STACKS_PER_SWEEP
+            for record in list(run.tasks.values()):
+                if kinds is None or record.kind in kinds:
+                    self._settle(record, trigger)
+            if kinds is not None and run.tasks:
+                self._watch(run)  # the rest goes on with the run (and maybe another driver)
+                return
+            if trigger in _CALLER_ENDS and trigger != sc.EndTrigger.RUN_SPAN_END:
+                run.cut_by_caller = True
+        self._forget(run)
+        if trigger is not None:
+            if run.spawned:
+                strict.end_spawned(self, run, trigger)
+            if run.calls and not run.nested:
+                self._unanswered(run, trigger)
+            report_open_spans(run, trigger)
+        if run.span_watched is not None:
+            run_spans.unwatch_end(run.span_watched)
+            run.span_watched = None
         run.span = None
+        run.owner_ref = None
+
+    def _forget(self, run: RunRecord) -> None:
+        """Takes an ending run out of every index and watch."""
+        head = self._runs.get(run.invocation_id)
+        if head is run:
+            if run.older is not None:
+                self._runs[run.invocation_id] = run.older
+            else:
+                del self._runs[run.invocation_id]
+        else:
+            while head is not None and head.older is not run:
+                head = head.older
+            if head is not None:
+                head.older = run.older
+        run.older = None
+        if run.holder is not None:
+            run.holder.run = None
+            run.holder = None  # run.ended from now on
+        self._watch(run)  # detaches from the driver
+        run.driver_ref = None
 
     def _unanswered(self, run: RunRecord, trigger: str) -> None:
-        """The call ledger, once per run at its end (calls.py)."""
+        """The call ledger, at the end of a run that left calls without a response."""
         try:
             found = unanswered_calls(run, trigger)
             if found:
@@ -276,6 +381,7 @@ class Tracker:
                         self._tell(call)
         except Exception:
             self.failed("call ledger")
+        run.calls = None
 
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
@@ -294,49 +400,45 @@ class Tracker:
 
     # --- tasks ----------------------------------------------------------------------
 
-    def opened(self, invocation_id: str, app_name: str, owner: Any, call_id: str,
-               tool_name: str, tool_type: str, agent_name: str, conversation_id: str | None,
-               kind: str, task: asyncio.Task[Any] | None,
-               extra: dict[str, str] | None = None) -> TaskRecord | None:
-        """A tool task was created; its span starts now. None when not tracked."""
-        run = self._run(invocation_id, app_name, owner)
-        series = self.metrics.series_for(tool_name, agent_name, kind, run.app_name, tool_type)
-        tool_name = tool_name[:NAME_CHARS]
+    def opened(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
+               task: asyncio.Task[Any] | None, extra: dict[str, str] | None = None
+               ) -> TaskRecord | None:
+        """A tool task was created. None when not tracked (max_open_tasks)."""
         if self._open >= self.options.max_open_tasks:
             self._overflow(series)
             return None
-        attrs = series.span_attrs.copy()
-        if series.attrs[sc.GEN_AI_TOOL_NAME] != tool_name:  # the series is _other's
-            attrs[sc.GEN_AI_TOOL_NAME] = tool_name
-        attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id[:NAME_CHARS]
-        attrs[sc.ADK_INVOCATION_ID] = run.invocation_id
-        if conversation_id:
-            attrs[sc.GEN_AI_CONVERSATION_ID] = conversation_id
-        if extra:
-            attrs.update(extra)
-        span = self.tracer.start_span(
-            sc.SPAN_NAME_PREFIX + tool_name, kind=SpanKind.INTERNAL, attributes=attrs)
+        call_id = call_id[:NAME_CHARS]
+        tasks = run.tasks
+        key = call_id if call_id not in tasks else _free_key(run, call_id)
+        record = TaskRecord(run, identity, series, call_id, key, otel_context.get_current(),
+                            time.time_ns())
+        record.extra = extra
         if not run.trace_id:
-            run.trace_id = span.get_span_context().trace_id
-        key = call_id
-        if key in run.tasks:  # a duplicate id: keep both, each ends on its own
-            n = 2
-            while f"{call_id}#{n}" in run.tasks:
-                n += 1
-            key = f"{call_id}#{n}"
-            logger.info("adk_task_telemetry: function-call id %r seen twice in invocation %s",
-                        call_id, run.invocation_id)
-        record = TaskRecord(run, key, call_id, tool_name, kind, span, series, self._task_done)
-        run.tasks[key] = record
-        self._open += 1
-        series.started += 1
-        self._current.set(record.holder)
-        # A call that runs in its run's own task has no task of its own: its
+            run.trace_id = trace.get_current_span(record.parent).get_span_context().trace_id
+        self._enter(record)
+        if task is not None and task is not run.driver:
+            self._task_var.set(record)
+            if self.options.track_spawned_tasks:
+                strict.note_tool_task(task)
+            record.task = task
+            task.add_done_callback(record, context=_callbacks.context)
+            if run.watched_ref is None:  # the run's first open task
+                self._watch(run)
+        # else: a call that runs in its run's own task has no task of its own; its
         # callbacks end it.
-        self._bind(record, None if task is run.driver else task)
-        if run.watched_ref is None and record.state == OPEN:  # the run's first open task
-            self._watch(run)
         return record
+
+    def _enter(self, record: TaskRecord) -> None:
+        record.run.tasks[record.key] = record
+        record.series.started += 1
+        record.series.open += 1
+        self._open += 1
+
+    def record_here(self, run: RunRecord, call_id: str) -> TaskRecord | None:
+        """The open record of a call of ``run`` that runs in the run's own task (no
+        record in the context): the first open one of that id."""
+        record = run.tasks.get(call_id[:NAME_CHARS])
+        return record if record is not None and record.task is None else None
 
     def _overflow(self, series: Series) -> None:
         self._overflowed += 1
@@ -345,9 +447,12 @@ class Tracker:
             logger.warning("adk_task_telemetry: %d open tool tasks reached max_open_tasks; %d "
                            "tool tasks not tracked so far", self._open, self._overflowed)
 
-    def moved(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
+    def moved(self, record: TaskRecord, task: asyncio.Task[Any] | None,
+              result: dict[str, str] | None = None) -> None:
         """The call's work goes on in ``task`` (a live streaming tool's background task)."""
         record.returned = True
+        if result:
+            record.extra = {**(record.extra or {}), **result}
         if task is not None:
             self._bind(record, task)
 
@@ -364,14 +469,16 @@ class Tracker:
         if task.done():
             self._end_from_task(record, task)
             return
-        task.add_done_callback(record)
+        task.add_done_callback(record, context=_callbacks.context)
 
-    def returned(self, record: TaskRecord) -> None:
+    def returned(self, record: TaskRecord, result: dict[str, str] | None = None) -> None:
         """after_tool_callback: the call produced a result (maybe a callback's answer
-        for an error it raised)."""
+        for an error it raised); ``result``: its captured attribute (opt-in)."""
         if record.state != OPEN:
             return
         record.returned = True
+        if result:
+            record.extra = {**(record.extra or {}), **result}
         if record.task is None:
             self._end_returned(record)
 
@@ -384,21 +491,22 @@ class Tracker:
         if record.task is None:
             self._end(record, sc.Outcome.ERROR, error)
 
-    def stop_requested(self, invocation_id: str, tool_name: str) -> None:
+    def stop_requested(self, run: RunRecord, tool_name: str) -> None:
         """A live ``stop_streaming`` call asks to stop ``tool_name``: that is why its
         background task will be cancelled."""
-        run = self._runs.get(invocation_id)
-        if run is None:
-            return
         for record in run.tasks.values():
             if record.tool_name == tool_name and compat.works_in_background(record.kind):
                 record.cancel_cause = sc.CancelCause.STOP_STREAMING
 
-    def _task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+    def task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+        """The done-callback of a record's task."""
         try:
             if record.state == OPEN:
                 if task is record.task:
-                    self._end_from_task(record, task)
+                    if record.error is None and not task.cancelled() and task.exception() is None:
+                        self._end(record, sc.Outcome.OK)
+                    else:
+                        self._end_from_task(record, task)
             elif record.state == ORPHANED:
                 self._orphan_ended(record, task)
         except Exception:
@@ -411,6 +519,8 @@ class Tracker:
         exc = task.exception()
         if exc is not None:
             self._end(record, sc.Outcome.ERROR, exc)
+        elif record.error is None:
+            self._end(record, sc.Outcome.OK)
         else:
             self._end_returned(record)
 
@@ -434,10 +544,8 @@ class Tracker:
         run = record.run
         if run.tasks.get(record.key) is record:
             del run.tasks[record.key]
+        record.series.open -= 1
         self._open -= 1
-        if state == ENDED:
-            record.holder[0] = None
-            record.task = None
         if not run.tasks:
             self._watch(run)
         return True
@@ -445,57 +553,127 @@ class Tracker:
     def _end(self, record: TaskRecord, outcome: str, error: BaseException | None = None
              ) -> None:
         """OPEN -> ENDED, inside its run: the span ends with its outcome."""
-        run = record.run
         if not self._leave(record, ENDED):
             return
-        span = record.span
-        span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
+        end_ns = time.time_ns()
+        run = record.run
         etype = cause = None
-        if error is not None:
-            span.record_exception(error)
-            if outcome == sc.Outcome.ERROR:
-                etype = error_type(error)
-                span.set_attribute(sc.ERROR_TYPE, etype)
-                span.set_status(Status(StatusCode.ERROR, etype))
-                if compat.marks_sibling_failure(record.kind):
-                    run.sibling_failed = True
+        if error is not None and outcome == sc.Outcome.ERROR:
+            etype = error_type(error)
+            if compat.marks_sibling_failure(record.kind):
+                run.sibling_failed = True
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
-            span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
-        if outcome in (sc.Outcome.ERROR, sc.Outcome.CANCELLED):
+        if etype is not None or cause is not None:
             _note_unhappy(run, record.call_id, cause or sc.UnansweredReason.ERROR)
-        span.end()
-        self.metrics.ended(record.series, time.monotonic() - record.start, outcome, span,
+        span = self.span_of(record, outcome, etype)
+        if error is not None or cause is not None:
+            if error is not None:
+                span.record_exception(error)
+            if etype is not None:
+                span.set_status(Status(StatusCode.ERROR, etype))
+            if cause is not None:
+                span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+        span.end(end_time=end_ns)
+        self.metrics.ended(record.series, max(0, end_ns - record.start_ns) / 1e9, outcome, span,
                            etype, cause)
+        _shed(record, keep_span=self.options.track_spawned_tasks)
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
+
+    def span_of(self, record: TaskRecord, outcome: str | None = None,
+                etype: str | None = None) -> Span:
+        """The record's span, made now with its start time, parent and attributes
+        (``outcome`` and ``error.type`` among them, when known) if not made yet."""
+        span = record.span
+        if span is not None:
+            if outcome is not None:
+                span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
+                if etype is not None:
+                    span.set_attribute(sc.ERROR_TYPE, etype)
+            return span
+        parent_ctx = trace.get_current_span(record.parent).get_span_context()
+        if parent_ctx.is_valid and not parent_ctx.trace_flags.sampled and self._drops():
+            # The sampler drops a child of an unsampled parent: no attribute work.
+            span = NonRecordingSpan(parent_ctx)
+        else:
+            run, identity = record.run, record.identity
+            attrs: dict[str, Any] = {**record.series.span_attrs,
+                                     sc.GEN_AI_TOOL_CALL_ID: record.call_id,
+                                     sc.ADK_INVOCATION_ID: run.invocation_id}
+            if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
+                attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
+            if run.conversation_id:
+                attrs[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
+            if record.extra:
+                attrs.update(record.extra)
+            if outcome is not None:
+                attrs[sc.ADK_TOOL_TASK_OUTCOME] = outcome
+                if etype is not None:
+                    attrs[sc.ERROR_TYPE] = etype
+            span = self.tracer.start_span(
+                sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
+                kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)
+        record.span = span
+        return span
+
+    def _drops(self) -> bool:
+        """Whether our sampler drops every child of an unsampled local parent (the
+        SDK's ParentBased default; ALWAYS_OFF): read from its public description."""
+        drops = self._drops_unsampled
+        if drops is None:
+            provider = self._tracer_provider or trace.get_tracer_provider()
+            sampler = getattr(provider, "sampler", None)
+            if sampler is None:
+                return False  # a proxy until an SDK provider is installed: ask again
+            try:
+                desc = str(sampler.get_description())
+            except Exception:
+                desc = ""
+            drops = desc == "AlwaysOffSampler" or (desc.startswith("ParentBased{") and
+                                                   _DROPS_UNSAMPLED_CHILD in desc)
+            self._drops_unsampled = drops
+        return drops
 
     def _orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
         """OPEN -> ORPHANED: its run ended while ``task`` still runs."""
         if not self._leave(record, ORPHANED):
             return
-        now = time.monotonic()
-        record.orphaned_at = now
-        with_stack = self._stacks_left > 0
+        now = time.time_ns()
+        record.orphaned_ns = now
+        span = self.span_of(record, sc.Outcome.ORPHANED)
+        with_stack = self._stacks_left > 0 and (span.is_recording() or bool(observe.observers))
         self._stacks_left -= with_stack
         run = record.run
         _note_unhappy(run, record.call_id, sc.UnansweredReason.ORPHANED)
-        stack = report_orphan(record, trigger, now - record.start, task, self.metrics,
-                              with_stack=with_stack, cancel=self.options.cancel_orphans)
-        record.run = DETACHED  # the run is over: hold nothing of it
+        stack = report_orphan(record, span, trigger, (now - record.start_ns) / 1e9, task,
+                              self.metrics, with_stack=with_stack,
+                              cancel=self.options.cancel_orphans)
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, sc.Outcome.ORPHANED,
                                 trigger=trigger, stacktrace=stack))
         self._watch_orphan(record, task)
 
-    def adopt_orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any]) -> None:
-        """Strict mode: a task a tool body spawned is reported as an orphan of its call."""
-        record.task = None
-        record.run.tasks[record.key] = record  # enters OPEN the one way records do
-        self._open += 1
-        record.series.started += 1
+    def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+        """Strict mode: ``task`` was created inside ``record``'s tool task."""
+        spawned = record.run.spawned
+        if len(spawned) >= _PRUNE_SPAWNED_AT:
+            spawned[:] = [s for s in spawned if not s[0].done()]
+        spawned.append((task, record, time.time_ns()))
+
+    def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
+                      trigger: str) -> None:
+        """Strict mode: a task a tool body spawned is reported as an orphan of its call,
+        on a span of its own under the call's span."""
+        parent_span = self.span_of(parent)  # made early: the spawned span's parent
+        run = parent.run
+        record = TaskRecord(run, parent.identity, parent.series, parent.call_id,
+                            f"{parent.key}/spawned-{id(task):x}",
+                            trace.set_span_in_context(parent_span), spawned_ns)
+        record.extra = {sc.ADK_TOOL_TASK_SPAWNED: True}  # type: ignore[dict-item]
+        self._enter(record)
         self._orphan(record, trigger, task)
 
     def _watch_orphan(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
@@ -506,7 +684,7 @@ class Tracker:
         if record.task is not task:
             if record.task is not None:
                 record.task.remove_done_callback(record)
-            task.add_done_callback(record)
+            task.add_done_callback(record, context=_callbacks.context)
             record.task = task
         self._orphans.add(record)
 
@@ -522,33 +700,52 @@ class Tracker:
             outcome = sc.Outcome.ERROR
         else:
             outcome = sc.Outcome.OK
-        self.metrics.orphan_ended(record.series, time.monotonic() - record.orphaned_at,
-                                  outcome, record.span)
+        span = record.span if record.span is not None else trace.INVALID_SPAN
+        self.metrics.orphan_ended(record.series, (time.time_ns() - record.orphaned_ns) / 1e9,
+                                  outcome, span)
         if task is not None:
             task.remove_done_callback(record)
-        record.task = None
-        record.holder[0] = None
+        _shed(record)
 
-    def _drop_if_idle(self, invocation_id: str) -> None:
-        run = self._runs.get(invocation_id)
-        if run is not None and not run.tasks:
-            del self._runs[invocation_id]
-            run.driver_ref = None
-            self._watch(run)
-            if run.finalizer is not None:
-                run.finalizer.detach()
+
+def _shed(record: TaskRecord, keep_span: bool = False) -> None:
+    """An ended record keeps no span, context, error or task: a finished asyncio task
+    that ADK keeps around (its context holds the record) keeps nothing through it.
+    Strict mode keeps the span until the run ends: a spawned task's span is its child."""
+    record.task = None
+    if not keep_span:
+        record.span = None
+    record.parent = None
+    record.error = None
+    record.extra = None
+
+
+def _free_key(run: RunRecord, call_id: str) -> str:
+    n = 2
+    while f"{call_id}#{n}" in run.tasks:
+        n += 1
+    logger.info("adk_task_telemetry: function-call id %r seen twice in invocation %s",
+                call_id, run.invocation_id)
+    return f"{call_id}#{n}"
 
 
 def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
     """How a task that did not end well ended: its call's reason, if unanswered."""
-    if run is DETACHED:
-        return
     if run.unhappy is None:
         run.unhappy = {}
     run.unhappy[call_id] = reason
 
 
-DETACHED = RunRecord("", "")
+class _CallbackContext(threading.local):
+    """The context our done-callbacks run in, one per thread (a context cannot be
+    entered twice at once): the record holds all they need, and asyncio would
+    otherwise copy the current context for every task."""
+
+    def __init__(self) -> None:
+        self.context = contextvars.Context()
+
+
+_callbacks = _CallbackContext()
 _TRACKERS: weakref.WeakSet[Tracker] = weakref.WeakSet()
 
 
@@ -563,22 +760,6 @@ def shutdown_all() -> int:
 
 def trackers() -> list[Tracker]:
     return list(_TRACKERS)
-
-
-def _run_span_ended(tracker_ref: weakref.ref[Tracker], invocation_id: str) -> None:
-    tracker = tracker_ref()
-    if tracker is not None:
-        try:
-            tracker.run_ended(invocation_id, sc.EndTrigger.RUN_SPAN_END)
-        except Exception:
-            tracker.failed("run-span end")
-
-
-def _drop_idle_run(tracker_ref: weakref.ref[Tracker], invocation_id: str) -> None:
-    tracker = tracker_ref()
-    if tracker is not None:
-        with contextlib.suppress(Exception):  # runs from the garbage collector
-            tracker._drop_if_idle(invocation_id)
 
 
 def register_shutdown() -> None:

@@ -27,7 +27,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from .. import adk_compat as compat
-from .model import ScriptedLlm, call, text
+from .model import RUN_TAG, PerRunLlm, ScriptedLlm, call, text
 
 APP_NAME = "scenarios"
 USER_ID = "user"
@@ -163,6 +163,22 @@ class Harness:
         finally:
             await agen.aclose()
             queue.close()
+
+    async def until_stored(self, runner: Runner, sid: str, *calls: str,
+                           responses: Sequence[str] = (), timeout: float = 15.0) -> None:
+        """Waits until the session stores these function calls and responses."""
+        async def stored() -> bool:
+            session = await runner.session_service.get_session(
+                app_name=APP_NAME, user_id=USER_ID, session_id=sid)
+            events = session.events if session is not None else []
+            have = {fc.id for e in events for fc in e.get_function_calls()}
+            answered = {fr.id for e in events for fr in e.get_function_responses()}
+            return set(calls) <= have and set(responses) <= answered
+
+        async def poll() -> None:
+            while not await stored():
+                await asyncio.sleep(0.005)
+        await asyncio.wait_for(poll(), timeout)
 
     async def live_until(self, agen: AsyncGenerator[Any, None],
                          done: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -431,6 +447,60 @@ async def _long_running(h: Harness) -> None:
                              [tool]))
 
 
+async def _overlapping_runs(h: Harness) -> None:
+    """Run A calls a long-running tool and waits in its next model turn; the client
+    answers that call, which starts run B in the same session (ADK 2.x gives B run
+    A's invocation id); B's tool is still running when A ends. Nothing is orphaned."""
+    t = _tools(h.probe)
+    b_started, a_done = asyncio.Event(), asyncio.Event()
+
+    async def confirm_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
+        """Confirms an order once the earlier run has finished."""
+        h.probe.enter(tool_context)
+        b_started.set()
+        await a_done.wait()
+        return {"order_id": order_id, "status": "confirmed"}
+
+    async def first() -> list[types.Part]:
+        return [call("open_ticket", "call-ticket", issue="refund"),
+                call("lookup_order", "call-a1", order_id="A1")]
+
+    async def after_b_started() -> list[types.Part]:
+        await b_started.wait()
+        return [text("ticket opened")]
+
+    async def confirm() -> list[types.Part]:
+        return [call("confirm_order", "call-b1", order_id="A1")]
+
+    model = PerRunLlm({"A": [first, after_b_started], "B": [confirm]})
+    agent = LlmAgent(name="helpdesk", model=model, instruction="scripted", tools=[
+        LongRunningFunctionTool(t["open_ticket"]), t["lookup_order"], confirm_order])
+    runner = h.runner(agent)
+    sid = await h._session(runner)
+
+    async def consume(tag: str, message: types.Content) -> None:
+        RUN_TAG.set(tag)
+        async with contextlib.aclosing(runner.run_async(
+                user_id=USER_ID, session_id=sid, new_message=message)) as agen:
+            async for event in agen:
+                h.run.events.append(event)
+
+    run_a = asyncio.ensure_future(consume("A", types.Content(role="user", parts=[
+        types.Part(text="refund A1")])))
+    try:
+        await h.until_stored(runner, sid, "call-ticket", responses=("call-a1",))
+        answer = types.Content(role="user", parts=[types.Part(
+            function_response=types.FunctionResponse(id="call-ticket", name="open_ticket",
+                                                     response={"status": "approved"}))])
+        run_b = asyncio.ensure_future(consume("B", answer))
+        await run_a
+        a_done.set()
+        await run_b
+    finally:
+        a_done.set()
+        run_a.cancel()
+
+
 async def _agent_tool(h: Harness) -> None:
     t = _tools(h.probe)
     child = _agent("researcher", [[call("lookup_order", "call-child", order_id="C1")]],
@@ -444,10 +514,13 @@ async def _agent_tool(h: Harness) -> None:
 
 async def _caller_timeout(h: Harness) -> None:
     t = _tools(h.probe)
-    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    turns = [[call("slow_search", "call-slow", query="x"),
+              call("lookup_order", "call-quick", order_id="Q1")]]
+    agent = _agent("clerk", turns, [t["slow_search"], t["lookup_order"]])
     run = asyncio.ensure_future(h.run_async(agent))
-    # The clock starts once the tool runs, so a slow first run cannot time out
-    # before there is a tool task to cancel.
+    # The clock starts once the quick call has returned and the slow one runs: the
+    # cut then always leaves both calls without a stored response.
+    await h.probe.wait_finished("call-quick")
     await h.probe.wait_started("call-slow")
     try:
         await asyncio.wait_for(run, 0.2)
@@ -478,10 +551,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("recovered_error", "a tool raises and an error callback answers for it",
              "async", _recovered_error),
     Scenario("long_running", "a LongRunningFunctionTool", "async", _long_running),
+    Scenario("overlapping_runs", "a client answers a long-running call while its run "
+             "still works: two runs of one session overlap (one invocation id on ADK 2.x)",
+             "async", _overlapping_runs),
     Scenario("agent_tool", "an AgentTool: a nested run with its own tool call, beside a "
              "slower sibling", "async",
              _agent_tool),
-    Scenario("caller_timeout", "a timeout around run_async cancels a slow tool", "async",
+    Scenario("caller_timeout", "a timeout around run_async cancels a slow tool after its "
+             "quick sibling returned", "async",
              _caller_timeout),
     Scenario("consumer_cancelled", "the task consuming run_async is cancelled", "async",
              _consumer_cancelled),

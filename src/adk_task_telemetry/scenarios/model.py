@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import contextvars
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -74,6 +75,37 @@ class ScriptedLlm(BaseLlm):
             yield conn
         finally:
             await conn.close()
+
+
+#: Which run of a scenario the code running now belongs to (set by the scenario in
+#: the task consuming each run; ADK's tasks inherit it).
+RUN_TAG: contextvars.ContextVar[str] = contextvars.ContextVar("scenario_run_tag", default="")
+
+Turn = Callable[[], Awaitable[Sequence[types.Part]]]
+
+
+class PerRunLlm(BaseLlm):
+    """Replays turns per run (by ``RUN_TAG``), each turn a coroutine that may wait for
+    something the scenario sets: two runs of one session can then be scripted exactly,
+    however ADK names their invocations."""
+
+    model: str = "scripted-per-run"
+    _turns: dict[str, list[Turn]] = PrivateAttr(default_factory=dict)
+    _next: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def __init__(self, turns: dict[str, list[Turn]], **kw: Any) -> None:
+        super().__init__(**kw)
+        self._turns = turns
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        tag = RUN_TAG.get()
+        i = self._next.get(tag, 0)
+        self._next[tag] = i + 1
+        turns = self._turns.get(tag, [])
+        parts = await turns[i]() if i < len(turns) else [text("done")]
+        yield _response(parts)
 
 
 class ScriptedLiveConnection(BaseLlmConnection):

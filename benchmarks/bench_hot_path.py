@@ -1,0 +1,221 @@
+"""The plugin's own cost per tool task against the contract's floor, in CPU time (issue 18).
+
+    python -m benchmarks.bench_hot_path                  # sampled and unsampled, 3 rounds
+    python -m benchmarks.bench_hot_path --rounds 5 --json out.json
+
+Each sampler runs in a process of its own (a process can set the global
+TracerProvider, which ADK traces with, only once). Inside it, through a real ADK
+``Runner`` with ADK's own telemetry on (an SDK TracerProvider with a
+BatchSpanProcessor and a no-op exporter, an SDK MeterProvider), blocks of runs with
+the plugin and without it take turns (who goes first alternates), each timed in CPU
+time of the event loop's thread (``time.thread_time``: the export thread and other
+processes do not count), and each pair of blocks gives one figure. The floor (one
+span with the contract's attributes and outcome, one ``duration`` point in its
+context) is timed between the pairs in the same thread. Reported: medians over the
+pairs of every round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .common import NoopSpanExporter, quiet_plugin_logger
+
+CALLS = 10
+RUNS_PER_BLOCK = 20
+PAIRS_PER_ROUND = 12
+FLOOR_BATCH = 2000
+SAMPLERS = ("always_on", "always_off")
+
+
+def _providers(sampler: str) -> tuple[Any, Any]:
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    tp = TracerProvider(sampler=ParentBased(ALWAYS_OFF) if sampler == "always_off" else None)
+    tp.add_span_processor(BatchSpanProcessor(NoopSpanExporter()))
+    mp = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    trace.set_tracer_provider(tp)
+    metrics.set_meter_provider(mp)
+    return tp, mp
+
+
+def _contract() -> tuple[dict[str, str], dict[str, str]]:
+    """The contract's start attributes of one task, and its duration point's."""
+    from adk_task_telemetry import semconv as sc
+
+    attrs = {sc.GEN_AI_TOOL_NAME: "fetch", sc.GEN_AI_TOOL_CALL_ID: "call-1",
+             sc.GEN_AI_TOOL_TYPE: "FunctionTool", sc.GEN_AI_AGENT_NAME: "worker",
+             sc.GEN_AI_CONVERSATION_ID: "session-1", sc.ADK_APP_NAME: "bench",
+             sc.ADK_INVOCATION_ID: "e-1", sc.ADK_TOOL_TASK_KIND: "call"}
+    point = {sc.GEN_AI_TOOL_NAME: "fetch", sc.GEN_AI_AGENT_NAME: "worker",
+             sc.ADK_TOOL_TASK_KIND: "call", sc.ADK_APP_NAME: "bench",
+             sc.ADK_TOOL_TASK_OUTCOME: "ok"}
+    return attrs, point
+
+
+def _floor(tracer: Any, histogram: Any, n: int) -> float:
+    """CPU seconds of ``n`` times the contract's own work for one task."""
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind
+
+    from adk_task_telemetry import semconv as sc
+
+    attrs, point = _contract()
+    c0 = time.thread_time()
+    for _ in range(n):
+        span = tracer.start_span("tool_task fetch", kind=SpanKind.INTERNAL, attributes=attrs)
+        span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, "ok")
+        span.end()
+        # The duration from the span's own clock readings (two, as any task's needs).
+        histogram.record((span.end_time - span.start_time) / 1e9, point,
+                         context=trace.set_span_in_context(span))
+    return time.thread_time() - c0
+
+
+def _floor_unsampled(tracer: Any, histogram: Any, n: int) -> float:
+    """The same where the span is not sampled: it reads no clock, so the duration does."""
+    from opentelemetry.context import Context
+    from opentelemetry.trace import SpanKind
+
+    attrs, point = _contract()
+    empty = Context()
+    c0 = time.thread_time()
+    for _ in range(n):
+        start = time.time_ns()
+        span = tracer.start_span("tool_task fetch", kind=SpanKind.INTERNAL, attributes=attrs)
+        span.end()
+        histogram.record((time.time_ns() - start) / 1e9, point, context=empty)
+    return time.thread_time() - c0
+
+
+def _runner(plugins: list[Any]) -> Any:
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+
+    from adk_task_telemetry.scenarios.model import ScriptedLlm, call, text
+
+    async def fetch(item: int) -> dict[str, int]:
+        """Fetches one item."""
+        await asyncio.sleep(0)
+        return {"item": item}
+
+    turn = [call("fetch", f"call-{i}", item=i) for i in range(CALLS)]
+    model = ScriptedLlm(turns=[turn, [text("done")]], repeat=True)
+    agent = LlmAgent(name="worker", model=model, instruction="scripted", tools=[fetch])
+    return Runner(app=App(name="bench", root_agent=agent, plugins=plugins),
+                  session_service=InMemorySessionService())
+
+
+async def _block(runner: Any, runs: int) -> float:
+    """CPU seconds of the loop thread for ``runs`` runs of CALLS parallel calls."""
+    from google.genai import types
+
+    content = types.Content(role="user", parts=[types.Part(text="go")])
+    sessions = [await runner.session_service.create_session(app_name="bench", user_id="u")
+                for _ in range(runs)]
+    c0 = time.thread_time()
+    for session in sessions:
+        async with contextlib.aclosing(runner.run_async(
+                user_id="u", session_id=session.id, new_message=content)) as agen:
+            async for _event in agen:
+                pass
+    return time.thread_time() - c0
+
+
+async def _measure(sampler: str, rounds: int) -> dict[str, Any]:
+    import logging
+
+    from opentelemetry import metrics
+
+    from adk_task_telemetry import TaskTelemetryPlugin
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    quiet_plugin_logger()
+    tp, _mp = _providers(sampler)
+    plugin = TaskTelemetryPlugin()
+    with_plugin, without = _runner([plugin]), _runner([])
+    tracer = tp.get_tracer("benchmarks.floor")
+    histogram = metrics.get_meter("benchmarks.floor").create_histogram("floor.duration", "s")
+    floor = _floor if sampler == "always_on" else _floor_unsampled
+    for runner in (with_plugin, without):  # warm-up: imports, caches, first-run costs
+        await _block(runner, 5)
+    floor(tracer, histogram, 200)
+    per_task, per_run_pct, floors = [], [], []
+    for r in range(rounds):
+        for p in range(PAIRS_PER_ROUND):
+            order = [(True, with_plugin), (False, without)]
+            if (p + r) % 2:
+                order.reverse()
+            got = {flag: await _block(runner, RUNS_PER_BLOCK) for flag, runner in order}
+            floors.append(floor(tracer, histogram, FLOOR_BATCH) / FLOOR_BATCH)
+            added = got[True] - got[False]
+            per_task.append(added / (RUNS_PER_BLOCK * CALLS))
+            per_run_pct.append(100.0 * added / got[False])
+    state = plugin.state()
+    return {
+        "sampler": sampler,
+        "per_task_us": statistics.median(per_task) * 1e6,
+        "floor_us": statistics.median(floors) * 1e6,
+        "ratio_to_floor": statistics.median(
+            [t / f for t, f in zip(per_task, floors, strict=True)]),
+        "per_run_added_pct": statistics.median(per_run_pct),
+        "pairs": len(per_task),
+        "state_after": [state.runs, state.open, state.orphans],
+    }
+
+
+def _child(sampler: str, rounds: int) -> None:
+    print(json.dumps(asyncio.run(_measure(sampler, rounds))), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--child", choices=SAMPLERS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(args.child, args.rounds)
+        return 0
+    from importlib.metadata import version
+
+    results: dict[str, Any] = {"google_adk": version("google-adk"),
+                               "python": sys.version.split()[0], "samplers": {}}
+    for sampler in SAMPLERS:
+        out = subprocess.run([sys.executable, "-m", "benchmarks.bench_hot_path", "--child",
+                              sampler, "--rounds", str(args.rounds)],
+                             capture_output=True, text=True, check=True, env=os.environ)
+        results["samplers"][sampler] = json.loads(out.stdout.strip().splitlines()[-1])
+    on, off = results["samplers"]["always_on"], results["samplers"]["always_off"]
+    results["unsampled_to_sampled"] = off["per_task_us"] / on["per_task_us"]
+    print(f"google-adk {results['google_adk']}, Python {results['python']}, "
+          f"{args.rounds} rounds x {PAIRS_PER_ROUND} pairs of {RUNS_PER_BLOCK} runs"
+          f" x {CALLS} calls")
+    for name, r in results["samplers"].items():
+        print(f"  {name:10} plugin {r['per_task_us']:6.1f} us/task, floor {r['floor_us']:5.1f} us"
+              f" ({r['ratio_to_floor']:.2f}x), 10-tool run +{r['per_run_added_pct']:.1f}%")
+    print(f"  unsampled / sampled: {results['unsampled_to_sampled']:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
