@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import _env, setup
+from adk_task_telemetry import configure
+from adk_task_telemetry.configure import settings as _env
 
 
 def test_defaults_follow_the_specification() -> None:
@@ -104,25 +105,25 @@ def test_per_signal_exporter_choice() -> None:
 
 
 def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(setup, "_active", None)
+    monkeypatch.setattr(configure, "_active", None)
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     before = trace.get_tracer_provider()
-    handle = setup.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
+    handle = configure.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
     assert handle.enabled is False
     assert handle.tracer_provider is None and handle.meter_provider is None
     assert trace.get_tracer_provider() is before
-    assert setup.configure_telemetry() is handle  # calling again is harmless
+    assert configure.configure_telemetry() is handle  # calling again is harmless
     assert handle.force_flush() is True
     handle.shutdown()
     handle.shutdown()
 
 
 def test_a_typo_in_an_argument_fails_at_configure_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(setup, "_active", None)
+    monkeypatch.setattr(configure, "_active", None)
     before = trace.get_tracer_provider()
     with pytest.raises(ValueError, match="protocol"):
-        setup.configure_telemetry(protocol="grcp")
+        configure.configure_telemetry(protocol="grcp")
     with pytest.raises(ValueError, match="exemplar_filter"):
-        setup.configure_telemetry(exemplar_filter="sometimes")
+        configure.configure_telemetry(exemplar_filter="sometimes")
     assert trace.get_tracer_provider() is before
-    assert setup._active is None
+    assert configure.active() is None

@@ -584,6 +584,7 @@ def _drop_idle_run(tracker_ref: weakref.ref[Tracker], invocation_id: str) -> Non
 def register_shutdown() -> None:
     """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
     atexit.unregister(shutdown_all)
-    from .exit import install
+    from .exit import add_exit_sweep, install
 
+    add_exit_sweep(shutdown_all)
     install()
