@@ -152,8 +152,8 @@ class GrpcReceiver:
 
     protocol = "grpc"
 
-    def __init__(self, port: int = 0) -> None:
-        self.received = Received()
+    def __init__(self, port: int = 0, received: Received | None = None) -> None:
+        self.received = received or Received()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
             _Traces(self.received), self._server)
@@ -188,8 +188,8 @@ class HttpReceiver:
 
     protocol = "http/protobuf"
 
-    def __init__(self) -> None:
-        self.received = rx = Received()
+    def __init__(self, port: int = 0, received: Received | None = None) -> None:
+        self.received = rx = received or Received()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -218,7 +218,7 @@ class HttpReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -231,6 +231,12 @@ class HttpReceiver:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def restarted(receiver: GrpcReceiver | HttpReceiver) -> GrpcReceiver | HttpReceiver:
+    """The same collector started again on the same port (after ``stop()``), keeping
+    what it received before."""
+    return type(receiver)(port=receiver.port, received=receiver.received)
 
 
 # --- endpoints that do not work ---------------------------------------------------
@@ -410,7 +416,8 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         for name in spec.get("scenarios", []):
             try:
                 t0 = time.perf_counter()
-                run = await run_scenario(name, [plugin])
+                run = await run_scenario(name, [plugin],
+                                         close_runner=spec.get("close_runner", True))
                 await run.probe.cleanup()
                 out["scenarios"].append([name, time.perf_counter() - t0])
             except BaseException as exc:

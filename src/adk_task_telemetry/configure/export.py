@@ -96,7 +96,8 @@ class Sender:
         self._next_try = 0.0
         self._attempts = 0  # attempts finished
         self._outage_start = 0.0
-        self._dropped_at_start = 0
+        self._dropped_at_ok = 0  # dropped so far at the last success: an outage's drops
+        # include those made while its first attempt was still in flight
         self._told_rejection = False
         self._thread = self._start()
         if hasattr(os, "register_at_fork"):  # a forked worker gets a sender of its own
@@ -148,7 +149,7 @@ class Sender:
             ok, raised, text = False, True, f"{type(exc).__name__}: {exc}"
         if ok:
             self.buffer.done(True)
-            self._recovered()
+            self._recovered(len(batch))
         elif self._stopped:
             self.buffer.done(False)  # the exit counts what is left
         elif raised or outage.rejected(text):
@@ -175,7 +176,6 @@ class Sender:
             return
         self.failing = True
         self._outage_start = time.monotonic()
-        self._dropped_at_start = sum(self.buffer.dropped.values())
         self.last_cause = outage.cause(text, self.target.timeout, self.where)
         if self.closing:
             return  # the exit's own line names it
@@ -187,13 +187,15 @@ class Sender:
             self.signal, self.where, self.last_cause, count(bounds.items, self.signal),
             bounds.bytes >> 20)
 
-    def _recovered(self) -> None:
+    def _recovered(self, just_sent: int) -> None:
         self.succeeded = True
+        total = sum(self.buffer.dropped.values())
         if not self.failing:
+            self._dropped_at_ok = total
             return
         self.failing = False
-        held, _ = self.buffer.held()
-        dropped = sum(self.buffer.dropped.values()) - self._dropped_at_start
+        held = self.buffer.held()[0] + just_sent
+        dropped, self._dropped_at_ok = total - self._dropped_at_ok, total
         logger.warning(
             "adk_task_telemetry: export of %s to %s works again after %.1f s; %s held "
             "through the outage are being sent, %s dropped.",

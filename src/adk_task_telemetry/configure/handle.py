@@ -169,7 +169,10 @@ class TelemetryHandle:
         senders = self._senders()
         for s in senders:
             s.closing = True  # their failures are told in our one line
+        # Unreferenced, the SDK's handler leaves logging's list of handlers, whose
+        # flush at exit would start a thread (SDK >= 1.39): 3.12 refuses that.
         bridge.unbridge(setup.log_handler)
+        setup.log_handler = None
         self._hand_over(final=True, timeout_millis=EXIT_TIMEOUT_MS)
         done = {s.signal: self._wait(s, start + self._budget(s, live_s)) for s in senders}
         for s in senders:
