@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-
 import pytest
 
 from adk_task_telemetry import TaskTelemetryPlugin

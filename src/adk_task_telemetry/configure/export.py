@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.sdk._logs import export as _log_export
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -30,8 +31,6 @@ from .. import semconv as sc
 from . import outage
 from .buffer import Buffer, log_size, metrics_size, span_size
 from .settings import GRPC, BufferBounds, OtlpTarget
-
-from opentelemetry.sdk._logs import export as _log_export
 
 try:  # the base class was renamed in SDK 1.39; the old name warns
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
@@ -48,6 +47,9 @@ _LOG_SUCCESS = (getattr(_log_export, "LogRecordExportResult", None)
 #: up to the export timeout, the exporter's own retries included).
 RETRY_S = 1.0
 REJECTED = sc.ExportDropReason.REJECTED
+# An exporter that raises may have met a passing fault (a timeout that went negative
+# in a retry loop); the same batch raising this often in a row is given up.
+_RAISES_TO_REJECT = 3
 EXIT_BUDGET = sc.ExportDropReason.EXIT_BUDGET
 UNITS = {"traces": ("span", "spans"), "metrics": ("metric batch", "metric batches"),
          "logs": ("log record", "log records")}
@@ -99,6 +101,7 @@ class Sender:
         self._dropped_at_ok = 0  # dropped so far at the last success: an outage's drops
         # include those made while its first attempt was still in flight
         self._told_rejection = False
+        self._raised_in_a_row = 0
         self._thread = self._start()
         if hasattr(os, "register_at_fork"):  # a forked worker gets a sender of its own
             ref = weakref.ref(self)
@@ -147,12 +150,13 @@ class Sender:
             text = "" if ok else self._quiet.take()
         except Exception as exc:  # an exporter must never take the sender down
             ok, raised, text = False, True, f"{type(exc).__name__}: {exc}"
+        self._raised_in_a_row = self._raised_in_a_row + 1 if raised else 0
         if ok:
             self.buffer.done(True)
             self._recovered(len(batch))
         elif self._stopped:
             self.buffer.done(False)  # the exit counts what is left
-        elif raised or outage.rejected(text):
+        elif (raised and self._raised_in_a_row >= _RAISES_TO_REJECT) or outage.rejected(text):
             self.buffer.done(False, REJECTED)
             self._on_drop(self.signal, REJECTED, len(batch))
             self._rejected(len(batch), text)
