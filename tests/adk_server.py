@@ -252,7 +252,8 @@ def _serve(port: int, agents_dir: str) -> None:
         export = [{k: asdict(v) for k, v in m.TELEMETRY.export_status().items()}
                   for m in list(sys.modules.values())
                   if hasattr(m, "TELEMETRY") and hasattr(m, "PLUGIN")]
-        return {"spans": list(recorder.ended) if spans else [], "plugins": plugins, "actions": actions,
+        return {"spans": list(recorder.ended) if spans else [], "plugins": plugins,
+                "actions": actions,
                 "served": served, "export": export, "rss": _rss(),
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),
                 "orphans": sum(p["orphans"] for p in plugins)}

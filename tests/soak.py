@@ -8,7 +8,8 @@ The server is ``get_fast_api_app`` under uvicorn (tests/adk_server.py), its agen
 calls configure_telemetry(endpoint=receiver) with the SDK's batch defaults. Each
 client loops over: ``/run`` with three parallel tools, ``/run`` where one of two
 parallel tools fails, ``/run_sse`` clients that leave mid-tool (a slow tool that is
-cancelled, a stubborn one that finishes anyway). At a third of the time the receiver stops for ``--outage`` seconds. Expected ``tool_task`` spans come
+cancelled, a stubborn one that finishes anyway). At a third of the time the receiver
+stops for ``--outage`` seconds. Expected ``tool_task`` spans come
 from the tools' own record (``SERVED``), every ended span from a span processor on
 ADK's provider; the plugin's count of what it dropped from ``export_status()``.
 With ``--baseline`` the same load runs first without an outage, for the latency
