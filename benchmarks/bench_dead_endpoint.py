@@ -6,8 +6,8 @@
 Two pipelines built exactly as configure_telemetry() builds them (OTLP exporters fed
 from a bounded buffer by sender threads, behind the SDK's batch processors), one
 pointed at a live OTLP receiver on 127.0.0.1, one at a dead endpoint (a black hole
-that accepts and never answers, or a refused port). Each has its own TaskTelemetryPlugin; rounds interleave the two
-(alternating who goes first) running the real scripted ``parallel_calls`` ADK
+that accepts and never answers, or a refused port). Each has its own
+TaskTelemetryPlugin; rounds interleave the two (alternating who goes first) running the real scripted ``parallel_calls`` ADK
 scenario. Tool-task latency is each tool_task span's own duration (creation to
 end, as the plugin measures it); medians are per round, then over rounds, and the
 dead/live ratio is taken per round and its median reported. Prints JSON.
