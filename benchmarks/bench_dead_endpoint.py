@@ -7,10 +7,11 @@ Two pipelines built exactly as configure_telemetry() builds them (OTLP exporters
 from a bounded buffer by sender threads, behind the SDK's batch processors), one
 pointed at a live OTLP receiver on 127.0.0.1, one at a dead endpoint (a black hole
 that accepts and never answers, or a refused port). Each has its own
-TaskTelemetryPlugin; rounds interleave the two (alternating who goes first) running the real scripted ``parallel_calls`` ADK
-scenario. Tool-task latency is each tool_task span's own duration (creation to
-end, as the plugin measures it); medians are per round, then over rounds, and the
-dead/live ratio is taken per round and its median reported. Prints JSON.
+TaskTelemetryPlugin; rounds interleave the two (alternating who goes first)
+running the real scripted ``parallel_calls`` ADK scenario. Tool-task latency is
+each tool_task span's own duration (creation to end, as the plugin measures it);
+medians are per round, then over rounds, and the dead/live ratio is taken per
+round and its median reported. Prints JSON.
 
 ADK's own spans go to the process's global (no-op) provider in both variants:
 what differs is only where the plugin's telemetry is exported.
