@@ -143,9 +143,11 @@ def build(asked: Asked) -> Setup:
                                        settings.buffer_bounds(signal), setup.quiet, drops)
     try:
         installs = _Build(asked, setup, consoles, temporality).run()
-    except BaseException:
+    except BaseException:  # nothing half installed, nothing left running
         for sender in setup.senders.values():
             sender.stop()
+        if setup.prometheus is not None:
+            setup.prometheus.stop()
         raise
     for step in installs:
         step()

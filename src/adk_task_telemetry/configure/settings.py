@@ -52,14 +52,11 @@ def _get(environ: Mapping[str, str], name: str) -> str | None:
 
 
 def _signal_var(signal: str, suffix: str) -> str:
-    """The per-signal variable's constant (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``...)."""
-    name: str = getattr(v, f"OTEL_EXPORTER_OTLP_{signal.upper()}_{suffix}")
-    return name
+    return v.otlp(signal, suffix)
 
 
 def _general_var(suffix: str) -> str:
-    name: str = getattr(v, f"OTEL_EXPORTER_OTLP_{suffix}")
-    return name
+    return v.otlp(None, suffix)
 
 
 def parse_bool(value: str | None) -> bool | None:
@@ -224,7 +221,7 @@ def signal_exporters(signal: str, environ: Mapping[str, str] | None = None) -> s
     """OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER / OTEL_LOGS_EXPORTER as a set
     (``otlp``, ``console``, ``none``), or None when the variable is not set."""
     env = os.environ if environ is None else environ
-    raw = _get(env, getattr(v, f"OTEL_{signal.upper()}_EXPORTER"))
+    raw = _get(env, v.exporter(signal))
     if raw is None:
         return None
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}

@@ -90,6 +90,19 @@ ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES: Final = "ADK_TASK_TELEMETRY_BUFFER_LOG_BYTE
 """Bytes of log records held (default 32 MiB)."""
 
 
+def otlp(signal: str | None, suffix: str) -> str:
+    """``OTEL_EXPORTER_OTLP_[SIGNAL_]<suffix>``: one of the constants above."""
+    name: str = globals()["OTEL_EXPORTER_OTLP_" + (f"{signal.upper()}_" if signal else "")
+                          + suffix]
+    return name
+
+
+def exporter(signal: str) -> str:
+    """``OTEL_TRACES_EXPORTER`` and its siblings."""
+    name: str = globals()[f"OTEL_{signal.upper()}_EXPORTER"]
+    return name
+
+
 def every_variable() -> list[str]:
     """The names above, in order (what docs/configuration.md must list)."""
     return [v for k, v in globals().items() if k.startswith(("OTEL_", "ADK_TASK_TELEMETRY_"))]
