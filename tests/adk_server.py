@@ -213,17 +213,10 @@ def _plugins() -> Iterator[Any]:
             yield plugin
 
 
-def _rss() -> int:
-    """This process's resident memory in bytes (Linux), else 0."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _serve(port: int, agents_dir: str) -> None:
     import logging
+
+    from benchmarks.common import rss_bytes
 
     import uvicorn
     from google.adk.cli.fast_api import get_fast_api_app
@@ -254,7 +247,7 @@ def _serve(port: int, agents_dir: str) -> None:
                   if hasattr(m, "TELEMETRY") and hasattr(m, "PLUGIN")]
         return {"spans": list(recorder.ended) if spans else [], "plugins": plugins,
                 "actions": actions,
-                "served": served, "export": export, "rss": _rss(),
+                "served": served, "export": export, "rss": rss_bytes(),
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),
                 "orphans": sum(p["orphans"] for p in plugins)}
 

@@ -94,8 +94,13 @@ def _pipeline(rx: GrpcReceiver | HttpReceiver) -> tuple[TelemetryHandle, TaskTel
 
 
 def _outage(handle: TelemetryHandle, collector: list[GrpcReceiver | HttpReceiver],
-            agent: Agent, runs: int) -> None:
-    """Stops the collector, runs, and waits until the export has really failed."""
+            agent: Agent, runs: int, before: int) -> None:
+    """``before`` runs that get out; then the collector stops, ``runs`` runs, and this
+    waits until the export has really failed."""
+    rx = collector[0].received
+    asyncio.run(agent.run(before))
+    handle.force_flush()
+    _until(lambda: len(_received_calls(rx)) == before * agent.calls, "the spans before")
     collector[0].stop()
     asyncio.run(agent.run(runs))
     handle.force_flush(timeout_millis=200)  # what the SDK holds goes to the buffer
@@ -109,10 +114,7 @@ def test_a_collector_restart_loses_no_span(collector: list[GrpcReceiver | HttpRe
     agent = Agent(plugin, calls=3)
     rx = collector[0].received
     try:
-        asyncio.run(agent.run(3))
-        handle.force_flush()
-        _until(lambda: len(_received_calls(rx)) == 9, "the spans before the outage")
-        _outage(handle, collector, agent, runs=10)
+        _outage(handle, collector, agent, runs=10, before=3)
         asyncio.run(agent.run(2))  # still down
         collector[0] = restarted(collector[0])
         asyncio.run(agent.run(3))
@@ -139,10 +141,7 @@ def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
     agent = Agent(plugin, calls=1)
     rx = collector[0].received
     try:
-        asyncio.run(agent.run(5))
-        handle.force_flush()
-        _until(lambda: len(_received_calls(rx)) == 5, "the spans before the outage")
-        _outage(handle, collector, agent, runs=100)
+        _outage(handle, collector, agent, runs=100, before=5)
         held = handle.export_status()["traces"]
         collector[0] = restarted(collector[0])
         _until(lambda: len(_received_calls(rx)) == 5 + 40, "what the buffer held")

@@ -47,14 +47,19 @@ class Buffer:
             for pair in sized:
                 self._items.append(pair)
                 self._bytes += pair[1]
-            dropped = 0
-            while self._items and self._over():
-                _, size = self._items.popleft()
-                self._bytes -= size
-                dropped += 1
-            if dropped:
-                self.dropped[BUFFER_FULL] = self.dropped.get(BUFFER_FULL, 0) + dropped
+            dropped = self._trim()
             self.cond.notify_all()
+        return dropped
+
+    def _trim(self) -> int:
+        """Drops the oldest items until the bounds hold again (``cond`` held)."""
+        dropped = 0
+        while self._items and self._over():
+            _, size = self._items.popleft()
+            self._bytes -= size
+            dropped += 1
+        if dropped:
+            self.dropped[BUFFER_FULL] = self.dropped.get(BUFFER_FULL, 0) + dropped
         return dropped
 
     def _over(self) -> bool:
@@ -85,12 +90,7 @@ class Buffer:
             else:
                 self._items.extendleft(reversed(out))
                 self._bytes += sum(size for _, size in out)
-                while self._items and self._over():
-                    _, size = self._items.popleft()
-                    self._bytes -= size
-                    extra += 1
-                if extra:
-                    self.dropped[BUFFER_FULL] = self.dropped.get(BUFFER_FULL, 0) + extra
+                extra = self._trim()
             self.last_change = time.monotonic()
             self.cond.notify_all()
         return extra

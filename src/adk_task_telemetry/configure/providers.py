@@ -218,46 +218,41 @@ class _Build:
                              f"({target.protocol}) to the existing {kind}")
 
     def _traces(self) -> None:
-        now = trace.get_tracer_provider()
-        procs: list[Any] = []
-        if "traces" in self.setup.targets:
-            procs.append(BatchSpanProcessor(self._adapter("traces")))
-        if "traces" in self.consoles:
-            procs.append(BatchSpanProcessor(ConsoleSpanExporter()))
-        if not self.asked.install or _is_proxy(now):
-            tp = TracerProvider(resource=self.setup.resource, shutdown_on_exit=False)
-            for proc in procs:
-                tp.add_span_processor(proc)
-            tp.add_span_processor(OpenSpanProcessor())  # spans a tool leaves open
-            if self.asked.install:
-                self.installs.append(lambda: trace.set_tracer_provider(tp))
-            self.setup.tracer_provider = tp
-            self.setup.actions["traces"] = "installed"
-            return
-        self.existing.append(("traces", getattr(now, "resource", None)))
-        if now not in _open_span_added:
-            procs.append(OpenSpanProcessor())
-            self.installs.append(lambda: _open_span_added.add(now))
-        self._existing("traces", now, "add_span_processor", procs, "span")
+        self._signal("traces", trace.get_tracer_provider(), BatchSpanProcessor,
+                     ConsoleSpanExporter, "add_span_processor", "span")
 
     def _logs(self) -> None:
-        now = _logs.get_logger_provider()
+        self._signal("logs", _logs.get_logger_provider(), BatchLogRecordProcessor,
+                     ConsoleLogExporter, "add_log_record_processor", "log record")
+
+    def _signal(self, signal: str, now: Any, batch: Callable[[Any], Any],
+                console: Callable[[], Any], add: str, what: str) -> None:
+        """Traces or logs: a provider of ours, or our processors on the existing one."""
         procs: list[Any] = []
-        if "logs" in self.setup.targets:
-            procs.append(BatchLogRecordProcessor(self._adapter("logs")))
-        if "logs" in self.consoles:
-            procs.append(BatchLogRecordProcessor(ConsoleLogExporter()))
-        if not self.asked.install or _is_proxy(now):
-            lp = LoggerProvider(resource=self.setup.resource, shutdown_on_exit=False)
-            for proc in procs:
-                lp.add_log_record_processor(proc)
-            if self.asked.install:
-                self.installs.append(lambda: _logs.set_logger_provider(lp))
-            self.setup.logger_provider = lp
-            self.setup.actions["logs"] = "installed"
+        if signal in self.setup.targets:
+            procs.append(batch(self._adapter(signal)))
+        if signal in self.consoles:
+            procs.append(batch(console()))
+        if self.asked.install and not _is_proxy(now):
+            self.existing.append((signal, getattr(now, "resource", None)))
+            if signal == "traces" and now not in _open_span_added:
+                procs.append(OpenSpanProcessor())  # spans a tool leaves open
+                self.installs.append(lambda: _open_span_added.add(now))
+            self._existing(signal, now, add, procs, what)
             return
-        self.existing.append(("logs", getattr(now, "resource", None)))
-        self._existing("logs", now, "add_log_record_processor", procs, "log record")
+        ours: Any = (TracerProvider if signal == "traces" else LoggerProvider)(
+            resource=self.setup.resource, shutdown_on_exit=False)
+        for proc in procs + ([OpenSpanProcessor()] if signal == "traces" else []):
+            getattr(ours, add)(proc)
+        if self.asked.install:
+            setter = trace.set_tracer_provider if signal == "traces" \
+                else _logs.set_logger_provider
+            self.installs.append(lambda: setter(ours))
+        if signal == "traces":
+            self.setup.tracer_provider = ours
+        else:
+            self.setup.logger_provider = ours
+        self.setup.actions[signal] = "installed"
 
     def _metrics(self) -> None:
         asked, setup = self.asked, self.setup
