@@ -216,9 +216,8 @@ def _plugins() -> Iterator[Any]:
 def _serve(port: int, agents_dir: str) -> None:
     import logging
 
-    from benchmarks.common import rss_bytes
-
     import uvicorn
+    from benchmarks.common import rss_bytes
     from google.adk.cli.fast_api import get_fast_api_app
     from google.adk.cli.utils import logs
     from opentelemetry import trace
