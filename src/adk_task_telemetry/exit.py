@@ -231,9 +231,11 @@ def _flush(final: bool) -> bool:
     start = time.monotonic()
     with _lock:
         pipelines = list(_pipelines)
-    # Providers of others first, in the worker: they run while ours are waited for.
+    # Providers of others first, in the worker: they run while ours are waited for
+    # (inline when this flush is the worker's own job: a runner close).
+    ms = int(SHORT_BUDGET_S * 1000)
     jobs = [(f"{name} of the existing {type(p).__name__}",
-             _worker.submit(_force_flush, p, int(SHORT_BUDGET_S * 1000)))
+             _force_flush(p, ms) if _worker.is_current() else _worker.submit(_force_flush, p, ms))
             for name, p in _foreign_providers(pipelines)]
     left: list[Unfinished] = []
     for p in pipelines:
@@ -242,8 +244,8 @@ def _flush(final: bool) -> bool:
         except Exception:
             logger.debug("flush failed", exc_info=True)
     for what, job in jobs:
-        if job is None:
-            continue
+        if not isinstance(job, concurrent.futures.Future):
+            continue  # done inline, or no worker (interpreter shutdown before install())
         try:
             job.result(timeout=max(0.0, start + SHORT_BUDGET_S - time.monotonic()))
         except concurrent.futures.TimeoutError:
@@ -282,6 +284,9 @@ class _Worker:
                 self._thread.start()
             except RuntimeError:  # interpreter shutdown: nothing can be started now
                 self._thread = None
+
+    def is_current(self) -> bool:
+        return self._thread is threading.current_thread()
 
     def submit(self, fn: Callable[..., object], *args: Any
                ) -> concurrent.futures.Future[object] | None:
