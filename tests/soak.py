@@ -61,6 +61,7 @@ class Figures:
     run_latency_ms: dict[str, float] = field(default_factory=dict)
     rss_mb: dict[str, float] = field(default_factory=dict)
     recovery_log: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)  # when the receiver stopped, restarted
 
 
 class Load:
@@ -191,8 +192,10 @@ def run(tmp: Path, *, seconds: float, outage: float, clients: int,
                 receiver.stop()
                 stopped = True
                 outage_at, outage_end = time.monotonic(), time.monotonic() + outage
+                fig.timeline.append(f"receiver stopped at {time.strftime('%H:%M:%S')}")
             if stopped and now >= outage_end:
                 receiver = restarted(receiver)
+                fig.timeline.append(f"receiver restarted at {time.strftime('%H:%M:%S')}")
                 stopped = False
                 outage = 0.0  # once
                 served_by_outage_end = set(server.state(spans=False)["served"])

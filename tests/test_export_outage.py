@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from google.adk.tools.tool_context import ToolContext
+
 from adk_task_telemetry import TaskTelemetryPlugin
 from adk_task_telemetry.configure import TelemetryHandle, detached
 
@@ -41,7 +43,6 @@ class Agent:
         from google.adk.apps import App
         from google.adk.runners import Runner
         from google.adk.sessions import InMemorySessionService
-        from google.adk.tools.tool_context import ToolContext
         from google.genai import types
 
         from adk_task_telemetry.scenarios import ScriptedLlm, call, text

@@ -25,7 +25,8 @@ BUFFER_FULL = sc.ExportDropReason.BUFFER_FULL
 
 
 class Buffer:
-    """Items waiting to be sent, oldest first; at most one batch is out (in flight)."""
+    """Items waiting to be sent, oldest first; at most one batch is out (in flight),
+    on top of the bounds."""
 
     def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int]) -> None:
         self.bounds = bounds
@@ -63,8 +64,9 @@ class Buffer:
         return dropped
 
     def _over(self) -> bool:
-        held = len(self._items) + len(self._out)
-        return held > self.bounds.items or self._bytes + self._out_bytes > self.bounds.bytes
+        # The batch in flight (at most one export's worth) comes on top: it cannot be
+        # dropped while it may still arrive, and counting it here would drop the newest.
+        return len(self._items) > self.bounds.items or self._bytes > self.bounds.bytes
 
     def take(self, limit: int) -> list[Any]:
         """The oldest ``limit`` items, now in flight (call with ``cond`` held)."""
