@@ -242,8 +242,8 @@ def _serve(port: int, agents_dir: str) -> None:
         served = [cid for m in list(sys.modules.values()) if hasattr(m, "SERVED")
                   and hasattr(m, "PLUGIN") for cid in m.SERVED]
         export = [{k: asdict(v) for k, v in m.TELEMETRY.export_status().items()}
-                  for m in list(sys.modules.values())
-                  if hasattr(m, "TELEMETRY") and hasattr(m, "PLUGIN")]
+                  for m in list(sys.modules.values()) if hasattr(m, "PLUGIN")
+                  and hasattr(getattr(m, "TELEMETRY", None), "export_status")]
         return {"spans": list(recorder.ended) if spans else [], "plugins": plugins,
                 "actions": actions,
                 "served": served, "export": export, "rss": rss_bytes(),
