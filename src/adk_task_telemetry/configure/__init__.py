@@ -10,7 +10,8 @@ until it answers again.
 
     settings.py, variables.py   arguments, then variables (the only reader of them)
     providers.py                create SDK providers, or attach to existing ones
-    export.py, buffer.py        the exporters, their buffer and sender threads
+    export.py, buffer.py        what the SDK calls, the buffer, the sender threads
+    otlp.py                     the SDK's OTLP exporters behind them
     outage.py                   why an export failed, in a few words
     bridge.py, prometheus.py    the log bridge; the scrape endpoint
     handle.py                   TelemetryHandle: flush, shutdown, status; exit's pipeline

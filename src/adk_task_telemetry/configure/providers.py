@@ -45,7 +45,8 @@ from .. import semconv as sc
 from ..spans import OpenSpanProcessor
 from ..version import __version__
 from . import bridge, prometheus, settings
-from .export import ADAPTERS, Sender, otlp_exporter
+from .export import ADAPTERS, Sender
+from .otlp import otlp_exporter
 from .outage import QuietExporterLogs
 
 logger = logging.getLogger("adk_task_telemetry.export")
