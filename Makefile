@@ -279,4 +279,4 @@ fuzz: venvs
 SOAK_ARGS ?=
 soak: $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.soak --baseline $(SOAK_ARGS)
-	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.soak --outage 20 --buffer-spans 3000 $(SOAK_ARGS)
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.soak --outage 20 --buffer-spans 1000 $(SOAK_ARGS)

@@ -142,7 +142,7 @@ def test_a_bad_interval_keeps_the_interval_default_not_the_timeout_one() -> None
 
 
 def test_buffer_bounds_per_signal_from_their_variables() -> None:
-    assert _env.buffer_bounds("traces", {}) == _env.BufferBounds(100_000, 128 << 20)
+    assert _env.buffer_bounds("traces", {}) == _env.BufferBounds(50_000, 64 << 20)
     env = {"ADK_TASK_TELEMETRY_BUFFER_SPANS": "500", "ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES": "4096",
            "ADK_TASK_TELEMETRY_BUFFER_METRIC_BATCHES": "-3"}
     assert _env.buffer_bounds("traces", env).items == 500

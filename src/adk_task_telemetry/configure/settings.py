@@ -255,7 +255,7 @@ class BufferBounds:
 #: signal -> (count variable, bytes variable, default count, default bytes)
 _BUFFER_DEFAULTS: Final = {
     "traces": (v.ADK_TASK_TELEMETRY_BUFFER_SPANS, v.ADK_TASK_TELEMETRY_BUFFER_SPAN_BYTES,
-               100_000, 128 << 20),
+               50_000, 64 << 20),
     "metrics": (v.ADK_TASK_TELEMETRY_BUFFER_METRIC_BATCHES,
                 v.ADK_TASK_TELEMETRY_BUFFER_METRIC_BYTES, 256, 32 << 20),
     "logs": (v.ADK_TASK_TELEMETRY_BUFFER_LOG_RECORDS, v.ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES,
