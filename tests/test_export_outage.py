@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from google.adk.tools.tool_context import ToolContext
 
 from adk_task_telemetry import TaskTelemetryPlugin
@@ -101,7 +100,7 @@ def _outage(handle: TelemetryHandle, collector: list[GrpcReceiver | HttpReceiver
     rx = collector[0].received
     asyncio.run(agent.run(before))
     handle.force_flush()
-    _until(lambda: len(_received_calls(rx)) == before * agent.calls, "the spans before")
+    _until(lambda: len(set(_received_calls(rx))) == before * agent.calls, "the spans before")
     collector[0].stop()
     asyncio.run(agent.run(runs))
     handle.force_flush(timeout_millis=200)  # what the SDK holds goes to the buffer
@@ -122,15 +121,22 @@ def test_a_collector_restart_loses_no_span(collector: list[GrpcReceiver | HttpRe
         handle.force_flush(timeout_millis=200)
         # The sender finds the collector again by itself, and sends in order.
         _until(lambda: set(_received_calls(rx)) == set(agent.served), "every span")
+        # An export that timed out on a loaded machine may have arrived all the same:
+        # it is sent again (at least once), so wait until the sender has caught up.
+        _until(lambda: handle.export_status()["traces"].buffered == 0
+               and not handle.export_status()["traces"].failing, "the buffer to drain")
         status = handle.export_status()["traces"]
     finally:
         handle.shutdown()
     assert len(agent.served) == 3 * 18
     assert status.dropped == {} and not status.failing
     texts = [r.getMessage() for r in caplog.records if "traces" in r.getMessage()]
-    assert len(texts) == 2, texts
-    assert "cannot export traces" in texts[0] and "Keeping them in a buffer" in texts[0]
-    assert "works again" in texts[1] and "0 spans dropped" in texts[1], texts[1]
+    # One line when the outage starts, one when it ends (a loaded machine may add a
+    # timeout after the restart: another outage, told the same way).
+    assert len(texts) % 2 == 0 and texts, texts
+    for start, end in zip(texts[::2], texts[1::2], strict=True):
+        assert "cannot export traces" in start and "Keeping them in a buffer" in start
+        assert "works again" in end and "0 spans dropped" in end, end
 
 
 def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
@@ -145,18 +151,19 @@ def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
         _outage(handle, collector, agent, runs=100, before=5)
         held = handle.export_status()["traces"]
         collector[0] = restarted(collector[0])
-        _until(lambda: len(_received_calls(rx)) == 5 + 40, "what the buffer held")
+        _until(lambda: len(set(_received_calls(rx))) == 5 + 40, "what the buffer held")
         asyncio.run(agent.run(5))
         handle.force_flush()
-        _until(lambda: len(_received_calls(rx)) == 5 + 40 + 5, "the spans after it")
+        _until(lambda: len(set(_received_calls(rx))) == 5 + 40 + 5, "the spans after it")
         status = handle.export_status()["traces"]
     finally:
         handle.shutdown()
     in_outage = agent.served[5:105]
     assert (held.buffered, held.dropped) == (40, {"buffer_full": 60})
     assert status.dropped == {"buffer_full": 60}
-    got = _received_calls(rx)
-    assert sorted(got) == sorted(agent.served[:5] + in_outage[60:] + agent.served[105:])
+    # At least once: an export that timed out may have arrived and is sent again.
+    got = set(_received_calls(rx))
+    assert got == set(agent.served[:5] + in_outage[60:] + agent.served[105:])
     # The counter the plugin exports says the same.
     points = [(attrs(p.attributes), p.as_int) for _, m in rx.metric_list()
               if m.name == "adk.export.dropped" for p in m.sum.data_points]

@@ -103,7 +103,9 @@ def test_broken_endpoint_never_reaches_the_agent(
     assert len(result["scenarios"]) == 2 * ROUNDS  # every run completed
     assert result["plugin_internal_errors"] == 0
     traces = result["export_status"]["traces"]
-    assert traces["buffered"] <= QUEUE and traces["dropped"]["buffer_full"] > 0, traces
+    # The bound, plus the batch in flight (taken from within the bound; never dropped
+    # while it may still arrive).
+    assert traces["buffered"] <= 2 * QUEUE and traces["dropped"]["buffer_full"] > 0, traces
     assert result["export_failing"] is True
     ours = [x["message"] for x in result["logs"] if x["logger"] == "adk_task_telemetry.export"]
     for s in ("traces", "metrics", "logs"):
