@@ -164,7 +164,7 @@ class Sender:
             extra = self.buffer.done(False)
             if extra:
                 self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, extra)
-            self._failed(text)
+            self._failed(text, raised)
         with self.buffer.cond:
             self._attempts += 1
             self.buffer.cond.notify_all()
@@ -174,13 +174,16 @@ class Sender:
             return self.inner.export(batch[0], timeout_millis=self.target.timeout * 1000)
         return self.inner.export(batch)
 
-    def _failed(self, text: str) -> None:
+    def _failed(self, text: str, raised: bool = False) -> None:
         self._next_try = time.monotonic() + RETRY_S
         if self.failing:
             return
         self.failing = True
         self._outage_start = time.monotonic()
-        self.last_cause = outage.cause(text, self.target.timeout, self.where)
+        # An exporter that raised (a retry loop's timeout gone negative) says nothing
+        # of the endpoint: the socket tells.
+        self.last_cause = ((raised and outage.probe(self.where))
+                           or outage.cause(text, self.target.timeout, self.where))
         if self.closing:
             return  # the exit's own line names it
         bounds = self.buffer.bounds
