@@ -149,7 +149,9 @@ class Sender:
             ok = getattr(result, "name", "") == "SUCCESS"
             text = "" if ok else self._quiet.take()
         except Exception as exc:  # an exporter must never take the sender down
-            ok, raised, text = False, True, f"{type(exc).__name__}: {exc}"
+            # What it logged before it raised (a retry's cause) says more than the raise.
+            ok, raised = False, True
+            text = self._quiet.take() or f"{type(exc).__name__}: {exc}"
         self._raised_in_a_row = self._raised_in_a_row + 1 if raised else 0
         if ok:
             self.buffer.done(True)
