@@ -18,6 +18,10 @@ ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.2
 # Other interpreters, each with the newest google-adk up to ADK_NEWEST that supports it
 # (2.12 and 2.13 need Python 3.11: 3.10 gets 2.11.0). A missing one is a named skip.
 PYTHONS ?= 3.10 3.13
+# The exit, SIGTERM and dead-endpoint tests also run on these (the full suites run them on
+# 3.11): Python 3.12 refuses new threads at interpreter shutdown, 3.13 allows them again.
+EXIT_PYTHONS ?= 3.12 3.13
+EXIT_TESTS := tests/test_exit.py tests/test_export_outage.py
 # Version venvs that run side by side (2 cores on CI).
 JOBS ?= 2
 MATRIX_OUT = $(VENVS)/matrix
@@ -33,7 +37,7 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-.PHONY: demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
+.PHONY: soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -102,16 +106,19 @@ unit-adk-%: $(VENVS)/adk-%/.installed
 all-venvs:
 	@$(MAKE) --no-print-directory -j$(JOBS) $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed) \
 	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
-	  $(foreach p,$(PYTHONS),$(VENVS)/py$(p)/.installed) $(VENVS)/lowest/.installed
+	  $(foreach p,$(sort $(PYTHONS) $(EXIT_PYTHONS)),$(VENVS)/py$(p)/.installed) \
+	  $(VENVS)/lowest/.installed
 
 # The full suites, the lifecycle spread, the install check and the lowest bounds share
 # JOBS slots (the full suites first: they take longest), each job's output as one block.
 test: all-venvs lint system-deps
 	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
 	  $(foreach v,$(ADK_VERSIONS),unit-adk-$(v)) $(foreach v,$(ADK_SPREAD),life-adk-$(v)) \
-	  $(foreach p,$(PYTHONS),life-py$(p)) install-check lowest
+	  $(foreach p,$(PYTHONS),life-py$(p)) $(foreach p,$(EXIT_PYTHONS),exit-py$(p)) \
+	  install-check lowest
 	@echo "make test: every step passed"; \
-	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result); do \
+	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result) \
+	    $(foreach p,$(EXIT_PYTHONS),$(VENVS)/logs/exit-python$(p).result); do \
 	    grep -h '^SKIPPED' $$f 2>/dev/null | sed 's/^/  1 skipped: /'; done; true
 
 # --- lifecycle tests on other ADK minors and Pythons ------------------------------
@@ -126,14 +133,14 @@ $(VENVS)/life-adk-%/.installed: pyproject.toml
 	$(VENVS)/life-adk-$*/bin/pip install -q -e ".[test]" "google-adk==$*"
 	touch $@
 
-# Runs the lifecycle tests in one venv: prints its log as one block, records a one-line
-# result (.venvs/logs/<name>.result) and fails if they fail.
+# Runs the lifecycle tests (or, given, the command $(3)) in one venv: prints its log as one
+# block, records a one-line result (.venvs/logs/<name>.result) and fails if they fail.
 define run_lifecycle
 @mkdir -p $(VENVS)/logs; log=$(VENVS)/logs/$(2).log; start=$$(date +%s); \
-  if $(call LIFE_PYTEST,$(1)) >$$log 2>&1; then r=PASS; else r=FAIL; fi; \
+  if $(or $(3),$(call LIFE_PYTEST,$(1))) >$$log 2>&1; then r=PASS; else r=FAIL; fi; \
   secs=$$(( $$(date +%s) - start )); \
   echo "$$r: $$(tail -n 1 $$log | tr -d '=' | sed 's/^ *//;s/ *$$//') ($$secs s)" > $(VENVS)/logs/$(2).result; \
-  echo "== $(2): lifecycle tests $$r in $$secs s (log: $$log)"; \
+  echo "== $(2): $(if $(3),tests,lifecycle tests) $$r in $$secs s (log: $$log)"; \
   grep -E '^(FAILED|ERROR|XPASS)|^E  ' $$log | head -n 40 | sed 's/^/   /'; \
   tail -n 1 $$log | sed 's/^/   /'; test $$r = PASS
 endef
@@ -152,12 +159,25 @@ $(VENVS)/py%/.installed: pyproject.toml
 	  rm -f $(@D)/.missing; $$py -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
 	  $(@D)/bin/pip install -q -e ".[test]" "google-adk<=$(ADK_NEWEST)" && touch $@
 
+# $(1): the Python version, $(2): the result's name, $(3): the target to run when it exists.
+define py_or_skip
+@if [ -e $(VENVS)/py$(1)/.missing ]; then mkdir -p $(VENVS)/logs; \
+  msg="SKIPPED: no python$(1) interpreter on this machine (install it to test it)"; \
+  echo "$$msg" > $(VENVS)/logs/$(2).result; \
+  echo "== $(2): $$msg"; \
+else $(MAKE) --no-print-directory $(3); fi
+endef
+
 life-py%: $(VENVS)/py%/.installed
-	@if [ -e $(VENVS)/py$*/.missing ]; then mkdir -p $(VENVS)/logs; \
-	  msg="SKIPPED: no python$* interpreter on this machine (install it to test it)"; \
-	  echo "$$msg" > $(VENVS)/logs/python$*.result; \
-	  echo "== python$*: $$msg"; \
-	else $(MAKE) --no-print-directory life-py-run-$*; fi
+	$(call py_or_skip,$*,python$*,life-py-run-$*)
+
+# The exit, SIGTERM and dead-endpoint tests on python3.X.
+exit-py%: $(VENVS)/py%/.installed
+	$(call py_or_skip,$*,exit-python$*,exit-py-run-$*)
+
+exit-py-run-%:
+	$(call run_lifecycle,$(VENVS)/py$*,exit-python$*,$(VENVS)/py$*/bin/python -m pytest -q \
+	  -p no:cacheprovider $(EXIT_TESTS))
 
 life-py-run-%:
 	@mkdir -p $(VENVS)/logs; $(VENVS)/py$*/bin/python -c "import platform; \
@@ -262,3 +282,11 @@ fuzz: venvs
 	  ADK_FUZZ_SEED=$(SEED) ADK_FUZZ_N=$(N) $(VENVS)/adk-$$v/bin/python -m pytest -q \
 	    -p no:cacheprovider tests/test_lifecycle_random.py -k test_random_lifecycle $(PYTEST_ARGS); \
 	done
+
+# --- soak: a collector restart under load (tests/soak.py; figures in docs/reliability.md) ---
+# 64 clients on ADK's server for 60 s, the collector stopped for 10 s, beside the same load
+# without an outage; then an outage longer than a small buffer (loss = the dropped count).
+SOAK_ARGS ?=
+soak: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.soak --baseline $(SOAK_ARGS)
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.soak --outage 20 --buffer-spans 1000 $(SOAK_ARGS)

@@ -3,14 +3,15 @@
     python -m benchmarks.bench_dead_endpoint [--protocol grpc|http/protobuf]
         [--dead blackhole|refusing] [--rounds 30] [--runs 5]
 
-Two pipelines built exactly as configure_telemetry() builds them (guarded OTLP
-exporters behind batch processors), one pointed at a live OTLP receiver on
-127.0.0.1, one at a dead endpoint (a black hole that accepts and never answers, or
-a refused port). Each has its own TaskTelemetryPlugin; rounds interleave the two
-(alternating who goes first) running the real scripted ``parallel_calls`` ADK
-scenario. Tool-task latency is each tool_task span's own duration (creation to
-end, as the plugin measures it); medians are per round, then over rounds, and the
-dead/live ratio is taken per round and its median reported. Prints JSON.
+Two pipelines built exactly as configure_telemetry() builds them (OTLP exporters fed
+from a bounded buffer by sender threads, behind the SDK's batch processors), one
+pointed at a live OTLP receiver on 127.0.0.1, one at a dead endpoint (a black hole
+that accepts and never answers, or a refused port). Each has its own
+TaskTelemetryPlugin; rounds interleave the two (alternating who goes first)
+running the real scripted ``parallel_calls`` ADK scenario. Tool-task latency is
+each tool_task span's own duration (creation to end, as the plugin measures it);
+medians are per round, then over rounds, and the dead/live ratio is taken per
+round and its median reported. Prints JSON.
 
 ADK's own spans go to the process's global (no-op) provider in both variants:
 what differs is only where the plugin's telemetry is exported.
@@ -45,7 +46,8 @@ from tests.otlp_receivers import (  # noqa: E402
     refusing_endpoint,
 )
 
-from adk_task_telemetry import TaskTelemetryPlugin, adk_compat, setup  # noqa: E402
+from adk_task_telemetry import TaskTelemetryPlugin, adk_compat  # noqa: E402
+from adk_task_telemetry.configure import detached  # noqa: E402
 from adk_task_telemetry.scenarios import run_scenario  # noqa: E402
 
 SCENARIO = "parallel_calls"  # lookup_order x2 (async, sleeps 10 ms) + add_numbers (sync)
@@ -70,7 +72,7 @@ class ToolTaskTimes(SpanProcessor):
 class Variant:
     def __init__(self, name: str, endpoint: str, protocol: str, timeout: float) -> None:
         self.name = name
-        self.handle = setup._detached(endpoint=endpoint, protocol=protocol, timeout=timeout)
+        self.handle = detached(endpoint=endpoint, protocol=protocol, timeout=timeout)
         assert self.handle.tracer_provider is not None
         self.times = ToolTaskTimes()
         self.handle.tracer_provider.add_span_processor(self.times)
@@ -154,7 +156,8 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                      for r in per_round]),
         "live_tool_spans_received": received,
         "dead_export_failing_at_end": dead.handle.export_failing,
-        "dead_batches_dropped_by_breaker": sum(h.dropped_batches for h in dead.handle._health),
+        "dead_export_status": {k: {"buffered": v.buffered, "dropped": v.dropped}
+                               for k, v in dead.handle.export_status().items()},
         "environment": {"python": platform.python_version(),
                         "google_adk": adk_compat.ADK_VERSION_STRING,
                         "opentelemetry_sdk": version("opentelemetry-sdk"),

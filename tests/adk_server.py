@@ -92,8 +92,11 @@ class Server:
         events: list[dict[str, Any]] = r.json()
         return events
 
-    def state(self, gc: bool = False) -> dict[str, Any]:
-        r = self.client.get("/_test/state", params={"gc": "true"} if gc else None)
+    def state(self, gc: bool = False, spans: bool = True) -> dict[str, Any]:
+        params = {"gc": "true"} if gc else {}
+        if not spans:
+            params["spans"] = "false"
+        r = self.client.get("/_test/state", params=params)
         r.raise_for_status()
         result: dict[str, Any] = r.json()
         return result
@@ -214,6 +217,7 @@ def _serve(port: int, agents_dir: str) -> None:
     import logging
 
     import uvicorn
+    from benchmarks.common import rss_bytes
     from google.adk.cli.fast_api import get_fast_api_app
     from google.adk.cli.utils import logs
     from opentelemetry import trace
@@ -227,7 +231,7 @@ def _serve(port: int, agents_dir: str) -> None:
     trace.get_tracer_provider().add_span_processor(recorder)  # type: ignore[attr-defined]
 
     @app.get("/_test/state")
-    def state(gc: bool = False) -> dict[str, Any]:
+    def state(gc: bool = False, spans: bool = True) -> dict[str, Any]:
         if gc:  # what is left once the garbage collector has run (ADK 1.x backstop)
             import gc as gc_module
 
@@ -235,7 +239,14 @@ def _serve(port: int, agents_dir: str) -> None:
         plugins = [asdict(p.state()) for p in _plugins()]
         actions = [m.TELEMETRY.actions for m in list(sys.modules.values())
                    if hasattr(m, "TELEMETRY") and hasattr(m, "PLUGIN")]
-        return {"spans": list(recorder.ended), "plugins": plugins, "actions": actions,
+        served = [cid for m in list(sys.modules.values()) if hasattr(m, "SERVED")
+                  and hasattr(m, "PLUGIN") for cid in m.SERVED]
+        export = [{k: asdict(v) for k, v in m.TELEMETRY.export_status().items()}
+                  for m in list(sys.modules.values()) if hasattr(m, "PLUGIN")
+                  and hasattr(getattr(m, "TELEMETRY", None), "export_status")]
+        return {"spans": list(recorder.ended) if spans else [], "plugins": plugins,
+                "actions": actions,
+                "served": served, "export": export, "rss": rss_bytes(),
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),
                 "orphans": sum(p["orphans"] for p in plugins)}
 

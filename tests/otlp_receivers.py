@@ -152,8 +152,8 @@ class GrpcReceiver:
 
     protocol = "grpc"
 
-    def __init__(self, port: int = 0) -> None:
-        self.received = Received()
+    def __init__(self, port: int = 0, received: Received | None = None) -> None:
+        self.received = received or Received()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
             _Traces(self.received), self._server)
@@ -188,8 +188,8 @@ class HttpReceiver:
 
     protocol = "http/protobuf"
 
-    def __init__(self) -> None:
-        self.received = rx = Received()
+    def __init__(self, port: int = 0, received: Received | None = None) -> None:
+        self.received = rx = received or Received()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -218,7 +218,7 @@ class HttpReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -231,6 +231,12 @@ class HttpReceiver:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def restarted(receiver: GrpcReceiver | HttpReceiver) -> GrpcReceiver | HttpReceiver:
+    """The same collector started again on the same port (after ``stop()``), keeping
+    what it received before."""
+    return type(receiver)(port=receiver.port, received=receiver.received)
 
 
 # --- endpoints that do not work ---------------------------------------------------
@@ -399,10 +405,9 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
                         "metrics": handle.meter_provider is not None,
                         "logs": handle.logger_provider is not None}
     if spec.get("announce"):  # tell the parent where to scrape, then go on
-        server = handle._prom_server
         print("READY " + json.dumps({
             "prometheus_port": handle.prometheus_port,
-            "prometheus_bound": server.server_address[0] if server else None}), flush=True)
+            "prometheus_bound": handle.prometheus_host}), flush=True)
 
     plugin = TaskTelemetryPlugin()
     loop_lag: list[float] = []
@@ -411,7 +416,8 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         for name in spec.get("scenarios", []):
             try:
                 t0 = time.perf_counter()
-                run = await run_scenario(name, [plugin])
+                run = await run_scenario(name, [plugin],
+                                         close_runner=spec.get("close_runner", True))
                 await run.probe.cleanup()
                 out["scenarios"].append([name, time.perf_counter() - t0])
             except BaseException as exc:
@@ -424,7 +430,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         await _direct_orphan(plugin)
     out["loop_lag_max"] = max(loop_lag) if loop_lag else 0.0
     out["plugin_internal_errors"] = plugin.internal_errors
-    out["queue_max"] = _queue_lengths(handle)
+    out["export_status"] = _status(handle)
     if spec.get("announce"):
         print("SCENARIOS-DONE", flush=True)
         sys.stdin.readline()  # the parent says when it has scraped
@@ -433,6 +439,7 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
         handle.shutdown()
         out["shutdown_seconds"] = time.perf_counter() - t0
     out["export_failing"] = handle.export_failing
+    out["export_status_at_end"] = _status(handle)
     out["app_spans"] = None if app_spans is None else [
         s.name for s in app_spans.get_finished_spans()]
     out["app_metrics"] = None if app_reader is None else sorted({
@@ -505,15 +512,11 @@ class _Empty:
     resource_metrics: list[Any] = []
 
 
-def _queue_lengths(handle: Any) -> dict[str, int]:
-    """Span/log records waiting in the batch processors now (private SDK state)."""
-    out: dict[str, int] = {}
-    tp = handle.tracer_provider
-    if tp is not None:
-        procs = getattr(tp._active_span_processor, "_span_processors", ())
-        out["spans"] = max((len(p._batch_processor._queue) for p in procs
-                            if hasattr(p, "_batch_processor")), default=0)
-    return out
+def _status(handle: Any) -> dict[str, Any]:
+    """handle.export_status() as JSON: per signal, buffered, sent, dropped..."""
+    import dataclasses
+
+    return {k: dataclasses.asdict(v) for k, v in handle.export_status().items()}
 
 
 def _main() -> None:

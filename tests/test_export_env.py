@@ -3,10 +3,16 @@ general variable, default (docs/configuration.md). Pure functions, no globals.""
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import _env, setup
+from adk_task_telemetry import configure
+from adk_task_telemetry.configure import settings as _env
+from adk_task_telemetry.configure import variables
 
 
 def test_defaults_follow_the_specification() -> None:
@@ -104,25 +110,70 @@ def test_per_signal_exporter_choice() -> None:
 
 
 def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(setup, "_active", None)
+    monkeypatch.setattr(configure, "_active", None)
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     before = trace.get_tracer_provider()
-    handle = setup.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
+    handle = configure.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
     assert handle.enabled is False
     assert handle.tracer_provider is None and handle.meter_provider is None
     assert trace.get_tracer_provider() is before
-    assert setup.configure_telemetry() is handle  # calling again is harmless
+    assert configure.configure_telemetry() is handle  # calling again is harmless
     assert handle.force_flush() is True
     handle.shutdown()
     handle.shutdown()
 
 
 def test_a_typo_in_an_argument_fails_at_configure_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(setup, "_active", None)
+    monkeypatch.setattr(configure, "_active", None)
     before = trace.get_tracer_provider()
     with pytest.raises(ValueError, match="protocol"):
-        setup.configure_telemetry(protocol="grcp")
+        configure.configure_telemetry(protocol="grcp")
     with pytest.raises(ValueError, match="exemplar_filter"):
-        setup.configure_telemetry(exemplar_filter="sometimes")
+        configure.configure_telemetry(exemplar_filter="sometimes")
     assert trace.get_tracer_provider() is before
-    assert setup._active is None
+    assert configure.active() is None
+
+
+def test_a_bad_interval_keeps_the_interval_default_not_the_timeout_one() -> None:
+    assert _env.metric_export_interval_millis(None, {"OTEL_METRIC_EXPORT_INTERVAL": "abc"}) \
+        == 60_000.0
+    bad = {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "soon"}
+    assert _env.resolve_target("traces", environ=bad).timeout == 5.0
+
+
+def test_buffer_bounds_per_signal_from_their_variables() -> None:
+    assert _env.buffer_bounds("traces", {}) == _env.BufferBounds(50_000, 64 << 20)
+    env = {"ADK_TASK_TELEMETRY_BUFFER_SPANS": "500", "ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES": "4096",
+           "ADK_TASK_TELEMETRY_BUFFER_METRIC_BATCHES": "-3"}
+    assert _env.buffer_bounds("traces", env).items == 500
+    assert _env.buffer_bounds("logs", env).bytes == 4096
+    assert _env.buffer_bounds("metrics", env).items == 256  # not positive: the default
+
+
+def _variables_section() -> str:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    return text.split("\n## Every variable\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_docs_list_exactly_the_variables_the_package_reads() -> None:
+    listed = re.findall(r"^\| `((?:OTEL|ADK_TASK_TELEMETRY)_[A-Z_]+)`", _variables_section(),
+                        re.MULTILINE)
+    assert sorted(listed) == sorted(variables.every_variable())
+    assert len(listed) == len(set(listed))
+
+
+def test_no_other_module_names_a_variable() -> None:
+    """Every OTEL_*/ADK_TASK_TELEMETRY_* name is a constant of configure/variables.py."""
+    src = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
+    pattern = re.compile(r"(OTEL|ADK_TASK_TELEMETRY)_[A-Z_]*[A-Z]")
+    found = []
+    for path in src.rglob("*.py"):
+        if path.name == "variables.py":
+            continue
+        tree = ast.parse(path.read_text())
+        in_fstrings = {id(c) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)
+                       for c in n.values}
+        found += [f"{path.name}: {n.value}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and id(n) not in in_fstrings and pattern.fullmatch(n.value)]
+    assert found == []

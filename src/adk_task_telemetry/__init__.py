@@ -72,18 +72,18 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .configure import TelemetryHandle, configure_telemetry
     from .plugin import TaskTelemetryPlugin
     from .records import OpenTask, TrackerState
-    from .setup import TelemetryHandle, configure_telemetry
     from .spans import OpenSpanProcessor
 
 _PUBLIC = {
     "OpenSpanProcessor": ".spans",
     "OpenTask": ".records",
     "TaskTelemetryPlugin": ".plugin",
-    "TelemetryHandle": ".setup",
+    "TelemetryHandle": ".configure",
     "TrackerState": ".records",
-    "configure_telemetry": ".setup",
+    "configure_telemetry": ".configure",
 }
 
 __all__ = ["OpenSpanProcessor", "OpenTask", "TaskTelemetryPlugin", "TelemetryHandle",

@@ -371,8 +371,9 @@ def _one_line(error: BaseException) -> str:
 def _otlp_protocol(endpoint: str, asked: str | None) -> str | None:
     """The protocol for --otlp: as asked, else as OTEL_* says, else gRPC for the
     conventional OTLP/gRPC port 4317 (OTLP's default, HTTP, otherwise)."""
-    if asked or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):
+    from .configure.settings import protocol_configured
+
+    if asked or protocol_configured("traces"):
         return asked
     try:
         port = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").port

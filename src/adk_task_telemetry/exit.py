@@ -3,13 +3,18 @@
 The same list runs at interpreter exit (atexit) and on SIGTERM, and its flush half
 runs when ADK closes a runner (``TaskTelemetryPlugin.close()``):
 
-1. every run still in flight is swept with trigger ``shutdown`` (its tool tasks
-   become orphans, reported before anything is flushed);
-2. every provider that holds our telemetry is flushed, in parallel: the ones
-   configure_telemetry() built are shut down, the processors it added to existing
-   providers are shut down, and the global SDK providers someone else installed
-   (ADK's server, with ``OTEL_EXPORTER_OTLP_*`` set) are force-flushed;
-3. what has not finished within the budget is given up, with one warning.
+1. every exit sweep runs (the tracker registers one: runs still in flight end with
+   trigger ``shutdown``, their orphans reported before anything is flushed);
+2. every pipeline (what configure_telemetry() built) hands what the SDK holds to its
+   senders and waits for them, in the calling thread, each signal to its own
+   deadline; the global SDK providers that no pipeline owns (ADK's server's, with
+   ``OTEL_EXPORTER_OTLP_*`` set) are force-flushed by this module's worker thread;
+3. what has not finished within the budget is given up and counted, in one line.
+
+No thread is started here at exit: Python 3.12 refuses new threads once interpreter
+shutdown has begun. The network is only ever waited on in threads started before:
+the senders (configure/export.py) and one worker of this module, started by
+``install()``, which also runs the flush of every ``Runner.close()``.
 
 Why SIGTERM: uvicorn (``adk web``, ``adk api_server``) re-raises SIGTERM after its
 graceful shutdown, so the process dies by the signal and atexit never runs. Our
@@ -19,64 +24,72 @@ killed the process (``SIG_DFL``) does it run the list first, then it restores
 that handles SIGTERM itself, the flush happens when its lifespan closes the
 runners (plugin close), which is after the last request ended.
 
-Why a budget: an endpoint that is down must not hold the exit. Exports to
-endpoints that have not answered yet (or are failing) get ``SHORT_BUDGET_S``; only
-when every endpoint has already answered does the exit wait up to the export
-timeout.
+Why a budget: an endpoint that is down must not hold the exit. A signal whose
+endpoint has not answered yet, or is failing, gets ``SHORT_BUDGET_S`` (then its
+exporter is interrupted and gets ``INTERRUPT_GRACE_S``); one whose endpoint answers
+gets up to ``LIVE_BUDGET_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
-import functools
 import logging
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 logger = logging.getLogger("adk_task_telemetry.export")
 
-#: What an exit (or a close) waits at most while some endpoint has not proven itself.
+#: What an exit (or a close) waits at most for a signal whose endpoint has not
+#: answered yet or is failing, and for providers of others.
 SHORT_BUDGET_S = 0.4
 #: After the budget, exporters are interrupted (retry backoff, gRPC calls) and get this.
 INTERRUPT_GRACE_S = 0.15
+#: What an exit waits at most for a signal whose endpoint answers.
+LIVE_BUDGET_S = 5.0
 
-Step = tuple[str, Callable[[], object]]
+
+@dataclass(frozen=True)
+class Unfinished:
+    """What a flush could not finish by its deadline."""
+
+    what: str  # "traces to http://collector:4317"
+    detail: str  # "connection refused; 12 spans dropped"
 
 
 class Pipeline(Protocol):
     """What configure_telemetry() built (a TelemetryHandle), as exit sees it."""
 
-    def _exit_steps(self, final: bool) -> list[Step]: ...
+    @property
+    def plugin_meter_provider(self) -> Any: ...
 
-    def _owns(self, provider: object) -> bool: ...
+    def owns(self, provider: object) -> bool:
+        """Whether ``provider`` is one this pipeline built (flushed by ``flush``)."""
+        ...
 
-    def _proven(self) -> bool: ...
-
-    def _retrying(self) -> bool | None: ...
-
-    def _exit_timeout_s(self) -> float: ...
-
-    def _gave_up(self, signals: set[str]) -> set[str]: ...
-
-    def _interrupt(self) -> None: ...
-
-    def _exit_done(self) -> None: ...
+    def flush(self, start: float, *, final: bool) -> list[Unfinished]:
+        """Sends what is buffered, in the calling thread, each signal to its own
+        deadline from ``start``; ``final``: then stops, drops and counts the rest."""
+        ...
 
 
 _lock = threading.RLock()  # reentrant: the SIGTERM handler runs on the main thread
 _pipelines: list[Pipeline] = []
+_sweeps: list[Callable[[], object]] = []
 _plugin_meter_provider: Any = None
 _prev_sigterm: Any = None
 _in_exit = False
 _exited = False
 
 
-def register(pipeline: Pipeline, plugin_meter_provider: Any = None) -> None:
+def register(pipeline: Pipeline) -> None:
     """Called by configure_telemetry(): flush this pipeline at exit; and, when an
     existing MeterProvider could not take our readers, the meter provider that
     plugins created from now on record into."""
@@ -84,8 +97,8 @@ def register(pipeline: Pipeline, plugin_meter_provider: Any = None) -> None:
     with _lock:
         if pipeline not in _pipelines:
             _pipelines.append(pipeline)
-        if plugin_meter_provider is not None:
-            _plugin_meter_provider = plugin_meter_provider
+        if pipeline.plugin_meter_provider is not None:
+            _plugin_meter_provider = pipeline.plugin_meter_provider
     install()
 
 
@@ -95,9 +108,16 @@ def unregister(pipeline: Pipeline) -> None:
     with _lock:
         if pipeline in _pipelines:
             _pipelines.remove(pipeline)
-        owner = getattr(pipeline, "plugin_meter_provider", None)
+        owner = pipeline.plugin_meter_provider
         if owner is not None and owner is _plugin_meter_provider:
             _plugin_meter_provider = None
+
+
+def add_exit_sweep(sweep: Callable[[], object]) -> None:
+    """Runs ``sweep`` first at exit, before anything is flushed (once per callable)."""
+    with _lock:
+        if sweep not in _sweeps:
+            _sweeps.append(sweep)
 
 
 def plugin_meter_provider() -> Any:
@@ -109,11 +129,13 @@ def plugin_meter_provider() -> Any:
 
 def install() -> None:
     """Registers the exit list at atexit (again, so that it runs before handlers
-    registered earlier, e.g. an existing provider's own shutdown) and chains a
-    SIGTERM handler (main thread only: Python allows signals nowhere else)."""
+    registered earlier, e.g. an existing provider's own shutdown), chains a SIGTERM
+    handler (main thread only: Python allows signals nowhere else) and starts the
+    worker thread (now: at exit it could not be started)."""
     atexit.unregister(_at_exit)
     atexit.register(_at_exit)
     _install_sigterm()
+    _worker.start()
 
 
 def _install_sigterm() -> None:
@@ -156,11 +178,11 @@ def run_exit() -> None:
         if _in_exit or _exited:
             return
         _in_exit = True
+        sweeps = list(_sweeps)
     try:
-        from .tracker import shutdown_all
-
-        with contextlib.suppress(Exception):
-            shutdown_all()  # 1. runs in flight: trigger `shutdown`, before any flush
+        for sweep in sweeps:  # 1. runs in flight: trigger `shutdown`, before any flush
+            with contextlib.suppress(Exception):
+                sweep()
         _flush(final=True)  # 2. and 3.
     finally:
         with _lock:
@@ -174,37 +196,17 @@ def flush(final: bool = False) -> bool:
 
 
 async def flush_after_close() -> None:
-    """Plugin close: flush in a thread of its own, so the event loop is not blocked;
-    wait at most the budget (ADK gives close() 5 s)."""
+    """Plugin close: the flush runs in this module's worker thread, so the event loop
+    is not blocked; waits at most the budget (ADK gives close() 5 s). Closes that
+    come while one flush runs share it: no thread is started per close."""
     try:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bool] = loop.create_future()
-
-        def work() -> None:
-            ok = False
-            try:
-                ok = _flush(final=False)
-            finally:
-                with contextlib.suppress(RuntimeError):  # the loop is closed
-                    loop.call_soon_threadsafe(_resolve, done, ok)
-
-        threading.Thread(target=work, daemon=True, name="adk_task_telemetry-flush").start()
-        await asyncio.wait([done], timeout=_budget() + INTERRUPT_GRACE_S)
+        fut = _worker.close_flush()
+        if fut is None:
+            return
+        await asyncio.wait([asyncio.wrap_future(fut)],
+                           timeout=LIVE_BUDGET_S + INTERRUPT_GRACE_S)
     except Exception:  # never raise into ADK's close
         logger.debug("flush at plugin close failed", exc_info=True)
-
-
-def _resolve(fut: asyncio.Future[bool], ok: bool) -> None:
-    if not fut.done():
-        fut.set_result(ok)
-
-
-def _budget() -> float:
-    with _lock:
-        pipelines = list(_pipelines)
-    if pipelines and all(p._proven() for p in pipelines) and not _foreign_providers(pipelines):
-        return max(p._exit_timeout_s() for p in pipelines)
-    return SHORT_BUDGET_S
 
 
 def _foreign_providers(pipelines: list[Pipeline]) -> list[tuple[str, Any]]:
@@ -219,67 +221,41 @@ def _foreign_providers(pipelines: list[Pipeline]) -> list[tuple[str, Any]]:
             continue
         if not callable(getattr(provider, "force_flush", None)):
             continue
-        if any(p._owns(provider) for p in pipelines):
+        if any(p.owns(provider) for p in pipelines):
             continue
         out.append((signal_name, provider))
     return out
 
 
 def _flush(final: bool) -> bool:
+    start = time.monotonic()
     with _lock:
         pipelines = list(_pipelines)
-    budget = _budget()
-    steps: list[Step] = []
+    # Providers of others first, in the worker: they run while ours are waited for
+    # (inline when this flush is the worker's own job: a runner close).
+    ms = int(SHORT_BUDGET_S * 1000)
+    jobs = [(f"{name} of the existing {type(p).__name__}",
+             _force_flush(p, ms) if _worker.is_current() else _worker.submit(_force_flush, p, ms))
+            for name, p in _foreign_providers(pipelines)]
+    left: list[Unfinished] = []
     for p in pipelines:
-        with contextlib.suppress(Exception):
-            steps.extend(p._exit_steps(final))
-    foreign = _foreign_providers(pipelines)
-    for signal_name, provider in foreign:
-        ms = int(budget * 1000)
-        flush_one = flush_meter_provider if signal_name == "metrics" else _force_flush
-        steps.append((f"{signal_name} of the existing {type(provider).__name__}",
-                      functools.partial(flush_one, provider, ms)))
-    if not steps:
-        return True
-    threads = [(what, threading.Thread(target=_quietly, args=(step,), daemon=True,
-                                       name="adk_task_telemetry-exit"))
-               for what, step in steps]
-    for _, t in threads:
-        t.start()
-    start = time.monotonic()
-    deadline = start + budget
-    while time.monotonic() < deadline and any(t.is_alive() for _, t in threads):
-        _join(threads, min(deadline, time.monotonic() + 0.02))
-        states = [p._retrying() for p in pipelines]
-        if final and not foreign and True in states and False not in states:
-            break  # every export left is waiting out a retry backoff: stop it now
-    if final and any(t.is_alive() for _, t in threads):
-        # Stop retry backoffs and gRPC calls in flight; a black-holed HTTP
-        # request cannot be stopped and is left behind (a daemon thread).
-        for p in pipelines:
-            with contextlib.suppress(Exception):
-                p._interrupt()
-        _join(threads, time.monotonic() + INTERRUPT_GRACE_S)
-    left = [what for what, t in threads if t.is_alive()]
-    if left:
-        # One warning per signal and outage: a signal named here is not named
-        # again when its export finally fails (nor was one already failing).
-        signals = {w.split()[0] for w in left}
-        fresh: set[str] = set()
-        for p in pipelines:
-            with contextlib.suppress(Exception):
-                fresh |= p._gave_up(signals)
-        named = [w for w in left if w.split()[0] in fresh or " of the existing " in w]
-        if named:
-            logger.warning(
-                "adk_task_telemetry: gave up waiting for telemetry export after %.1f s at %s: "
-                "%s did not finish; what was not sent is dropped.",
-                time.monotonic() - start, "exit" if final else "runner close",
-                "; ".join(named))
-    elif final:
-        for p in pipelines:
-            with contextlib.suppress(Exception):
-                p._exit_done()
+        try:
+            left.extend(p.flush(start, final=final))
+        except Exception:
+            logger.debug("flush failed", exc_info=True)
+    for what, job in jobs:
+        if not isinstance(job, concurrent.futures.Future):
+            continue  # done inline, or no worker (interpreter shutdown before install())
+        try:
+            job.result(timeout=max(0.0, start + SHORT_BUDGET_S - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            left.append(Unfinished(what, "did not finish"))
+        except Exception:
+            logger.debug("flush of %s failed", what, exc_info=True)
+    if left and final:
+        logger.warning(
+            "adk_task_telemetry: gave up on telemetry export after %.1f s at exit: %s.",
+            time.monotonic() - start, "; ".join(f"{u.what} ({u.detail})" for u in left))
     return not left
 
 
@@ -287,28 +263,60 @@ def _force_flush(provider: Any, timeout_millis: int) -> object:
     return provider.force_flush(timeout_millis)
 
 
-def flush_meter_provider(provider: Any, timeout_millis: int) -> object:
-    """Pushes the metrics of each push reader now. A pull reader (Prometheus) is left
-    alone: collecting it outside a scrape queues data that the next scrape renders
-    twice, with labels out of place (opentelemetry-exporter-prometheus)."""
-    readers = getattr(provider, "_metric_readers", None)  # SDK >= 1.44
-    if readers is None:  # earlier SDKs
-        readers = getattr(getattr(provider, "_sdk_config", None), "metric_readers", None)
-    if readers is None:
-        return provider.force_flush(timeout_millis)
-    for reader in list(readers):
-        if "Prometheus" not in type(reader).__name__:
-            reader.force_flush(timeout_millis)
-    return True
+class _Worker:
+    """One long-lived daemon thread that runs flush jobs in order."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., object], tuple[Any, ...],
+                                            concurrent.futures.Future[object]]] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+        self._close: concurrent.futures.Future[object] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            try:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="adk_task_telemetry-flush")
+                self._thread.start()
+            except RuntimeError:  # interpreter shutdown: nothing can be started now
+                self._thread = None
+
+    def is_current(self) -> bool:
+        return self._thread is threading.current_thread()
+
+    def submit(self, fn: Callable[..., object], *args: Any
+               ) -> concurrent.futures.Future[object] | None:
+        if self._thread is None or not self._thread.is_alive():
+            self.start()  # after a fork, or before install(); not possible at shutdown
+            if self._thread is None:
+                return None
+        fut: concurrent.futures.Future[object] = concurrent.futures.Future()
+        self._jobs.put((fn, args, fut))
+        return fut
+
+    def close_flush(self) -> concurrent.futures.Future[object] | None:
+        """The flush of a runner close; one that is still pending is shared."""
+        with self._lock:
+            if self._close is not None and not self._close.done():
+                return self._close
+        fut = self.submit(_flush, False)
+        with self._lock:
+            self._close = fut
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            fn, args, fut = self._jobs.get()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # the worker outlives every job
+                fut.set_exception(exc)
 
 
-def _join(threads: list[tuple[str, threading.Thread]], deadline: float) -> None:
-    for _, t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-
-
-def _quietly(step: Callable[[], object]) -> None:
-    try:
-        step()
-    except Exception:
-        logger.debug("exit step failed", exc_info=True)
+_worker = _Worker()

@@ -118,6 +118,21 @@ METRIC_OVERFLOW: Final = "adk.tool_task.overflow"
 METRIC_UNANSWERED: Final = "adk.tool_call.unanswered"
 UNIT_CALL: Final = "{call}"
 
+# Not in the first contract: telemetry the export could not deliver and dropped
+# (configure_telemetry()'s pipeline), by signal and reason; recorded into that
+# pipeline's own MeterProvider, so it is exported once the endpoint answers again.
+METRIC_EXPORT_DROPPED: Final = "adk.export.dropped"
+UNIT_ITEM: Final = "{item}"
+ADK_EXPORT_SIGNAL: Final = "adk.export.signal"  # traces, metrics, logs
+ADK_EXPORT_REASON: Final = "adk.export.reason"
+
+
+class ExportDropReason:
+    BUFFER_FULL: Final = "buffer_full"  # the outage outlasted the buffer: oldest dropped
+    EXIT_BUDGET: Final = "exit_budget"  # not sent when the exit's budget ran out
+    REJECTED: Final = "rejected"  # the endpoint refused the batch for good (HTTP 4xx)
+
+
 UNIT_TASK: Final = "{task}"
 UNIT_SECONDS: Final = "s"
 

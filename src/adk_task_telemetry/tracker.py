@@ -765,6 +765,7 @@ def trackers() -> list[Tracker]:
 def register_shutdown() -> None:
     """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
     atexit.unregister(shutdown_all)
-    from .exit import install
+    from .exit import add_exit_sweep, install
 
+    add_exit_sweep(shutdown_all)
     install()

@@ -1,6 +1,7 @@
-"""Resolution of configure_telemetry() settings: explicit argument, then OTEL_* variable.
+"""Resolution of configure_telemetry() settings: explicit argument, then variable.
 
-Pure functions over a mapping (``os.environ`` by default), so that the precedence
+The only module that reads the environment (the names: ``variables.py``). Pure
+functions over a mapping (``os.environ`` by default), so that the precedence
 documented in docs/configuration.md can be tested without touching any global.
 """
 
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from . import variables as v
+
 logger = logging.getLogger("adk_task_telemetry.export")
 
 SIGNALS: Final = ("traces", "metrics", "logs")
@@ -20,6 +23,7 @@ GRPC: Final = "grpc"
 HTTP: Final = "http/protobuf"
 DEFAULT_PROTOCOL: Final = HTTP  # the specification's default
 DEFAULT_TIMEOUT_S: Final = 5.0  # shorter than the spec's 10 s: bounds what exit can cost
+DEFAULT_METRIC_INTERVAL_MS: Final = 60_000.0  # the specification's
 _DEFAULT_ENDPOINT: Final = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
 _EXEMPLAR_FILTERS: Final = ("trace_based", "always_on", "always_off")
 
@@ -48,7 +52,11 @@ def _get(environ: Mapping[str, str], name: str) -> str | None:
 
 
 def _signal_var(signal: str, suffix: str) -> str:
-    return f"OTEL_EXPORTER_OTLP_{signal.upper()}_{suffix}"
+    return v.otlp(signal, suffix)
+
+
+def _general_var(suffix: str) -> str:
+    return v.otlp(None, suffix)
 
 
 def parse_bool(value: str | None) -> bool | None:
@@ -62,7 +70,7 @@ def sdk_disabled(arg: bool | None, environ: Mapping[str, str] | None = None) -> 
     if arg is not None:
         return arg
     env = os.environ if environ is None else environ
-    return bool(parse_bool(_get(env, "OTEL_SDK_DISABLED")))
+    return bool(parse_bool(_get(env, v.OTEL_SDK_DISABLED)))
 
 
 def normalize_protocol(value: str, *, strict: bool) -> str:
@@ -97,7 +105,7 @@ def _with_scheme(endpoint: str, environ: Mapping[str, str], signal: str) -> str:
     if "://" in endpoint:
         return endpoint
     insecure = parse_bool(_get(environ, _signal_var(signal, "INSECURE"))
-                          or _get(environ, "OTEL_EXPORTER_OTLP_INSECURE"))
+                          or _get(environ, v.OTEL_EXPORTER_OTLP_INSECURE))
     return ("https://" if insecure is False else "http://") + endpoint
 
 
@@ -120,11 +128,11 @@ def resolve_target(
     if protocol is not None:
         proto = normalize_protocol(protocol, strict=True)
     else:
-        raw = _get(env, _signal_var(signal, "PROTOCOL")) or _get(env, "OTEL_EXPORTER_OTLP_PROTOCOL")
+        raw = _get(env, _signal_var(signal, "PROTOCOL")) or _get(env, _general_var("PROTOCOL"))
         proto = normalize_protocol(raw, strict=False) if raw else DEFAULT_PROTOCOL
 
     per_signal = _get(env, _signal_var(signal, "ENDPOINT"))
-    general = _get(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    general = _get(env, v.OTEL_EXPORTER_OTLP_ENDPOINT)
     if endpoint is not None:
         url = _with_scheme(endpoint.strip(), env, signal)
         url = url if proto == GRPC else _signal_url(url, signal)
@@ -142,7 +150,7 @@ def resolve_target(
     else:
         raw_h = _get(env, _signal_var(signal, "HEADERS"))
         if raw_h is None:
-            raw_h = _get(env, "OTEL_EXPORTER_OTLP_HEADERS")
+            raw_h = _get(env, v.OTEL_EXPORTER_OTLP_HEADERS)
         hdrs = parse_headers(raw_h)
     if proto == GRPC:  # gRPC metadata keys must be lower case
         hdrs = {k.lower(): v for k, v in hdrs.items()}
@@ -150,26 +158,34 @@ def resolve_target(
     if timeout is not None:
         secs = float(timeout)
     else:
-        raw_t = _get(env, _signal_var(signal, "TIMEOUT")) or _get(env, "OTEL_EXPORTER_OTLP_TIMEOUT")
-        secs = _millis(raw_t, "OTEL_EXPORTER_OTLP_TIMEOUT") / 1000.0 if raw_t else DEFAULT_TIMEOUT_S
+        name = _signal_var(signal, "TIMEOUT")
+        raw_t = _get(env, name)
+        if raw_t is None:
+            name, raw_t = v.OTEL_EXPORTER_OTLP_TIMEOUT, _get(env, v.OTEL_EXPORTER_OTLP_TIMEOUT)
+        secs = _millis(raw_t, name, DEFAULT_TIMEOUT_S * 1000.0) / 1000.0 if raw_t \
+            else DEFAULT_TIMEOUT_S
     if secs <= 0:
         secs = DEFAULT_TIMEOUT_S
     return OtlpTarget(signal, proto, url, hdrs, secs)
 
 
-def otlp_endpoint_configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether any OTEL_EXPORTER_OTLP_*ENDPOINT variable names a destination."""
+def otlp_endpoint_configured(environ: Mapping[str, str] | None = None,
+                             signal: str | None = None) -> bool:
+    """Whether an OTEL_EXPORTER_OTLP_*ENDPOINT variable names a destination (for
+    ``signal``: the general one or that signal's)."""
     env = os.environ if environ is None else environ
-    names = ["OTEL_EXPORTER_OTLP_ENDPOINT"] + [_signal_var(s, "ENDPOINT") for s in SIGNALS]
+    names = [v.OTEL_EXPORTER_OTLP_ENDPOINT] + [_signal_var(s, "ENDPOINT") for s in SIGNALS
+                                               if signal is None or s == signal]
     return any(_get(env, n) for n in names)
 
 
-def _millis(raw: str, name: str) -> float:
+def _millis(raw: str, name: str, default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        logger.warning("adk_task_telemetry: %s=%r is not a number of milliseconds", name, raw)
-        return DEFAULT_TIMEOUT_S * 1000.0
+        logger.warning("adk_task_telemetry: %s=%r is not a number of milliseconds; using %g",
+                       name, raw, default)
+        return default
     return value
 
 
@@ -179,9 +195,10 @@ def metric_export_interval_millis(arg: float | None,
     if arg is not None and arg > 0:
         return float(arg)
     env = os.environ if environ is None else environ
-    raw = _get(env, "OTEL_METRIC_EXPORT_INTERVAL")
-    value = _millis(raw, "OTEL_METRIC_EXPORT_INTERVAL") if raw else 60_000.0
-    return value if value > 0 else 60_000.0
+    raw = _get(env, v.OTEL_METRIC_EXPORT_INTERVAL)
+    value = _millis(raw, v.OTEL_METRIC_EXPORT_INTERVAL, DEFAULT_METRIC_INTERVAL_MS) if raw \
+        else DEFAULT_METRIC_INTERVAL_MS
+    return value if value > 0 else DEFAULT_METRIC_INTERVAL_MS
 
 
 def exemplar_filter_name(arg: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -192,7 +209,7 @@ def exemplar_filter_name(arg: str | None, environ: Mapping[str, str] | None = No
             raise ValueError(f"exemplar_filter must be one of {_EXEMPLAR_FILTERS}, not {arg!r}")
         return name
     env = os.environ if environ is None else environ
-    raw = (_get(env, "OTEL_METRICS_EXEMPLAR_FILTER") or "trace_based").lower()
+    raw = (_get(env, v.OTEL_METRICS_EXEMPLAR_FILTER) or "trace_based").lower()
     if raw not in _EXEMPLAR_FILTERS:
         logger.warning("adk_task_telemetry: unknown OTEL_METRICS_EXEMPLAR_FILTER %r; "
                        "using trace_based", raw)
@@ -204,7 +221,7 @@ def signal_exporters(signal: str, environ: Mapping[str, str] | None = None) -> s
     """OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER / OTEL_LOGS_EXPORTER as a set
     (``otlp``, ``console``, ``none``), or None when the variable is not set."""
     env = os.environ if environ is None else environ
-    raw = _get(env, f"OTEL_{signal.upper()}_EXPORTER")
+    raw = _get(env, v.exporter(signal))
     if raw is None:
         return None
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}
@@ -213,3 +230,57 @@ def signal_exporters(signal: str, environ: Mapping[str, str] | None = None) -> s
         logger.warning("adk_task_telemetry: OTEL_%s_EXPORTER: %s not supported here "
                        "(otlp, console, none)", signal.upper(), ", ".join(sorted(unknown)))
     return names
+
+
+def protocol_configured(signal: str = "traces", environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a variable chooses the OTLP protocol of ``signal``."""
+    env = os.environ if environ is None else environ
+    return bool(_get(env, _signal_var(signal, "PROTOCOL")) or _get(env, _general_var("PROTOCOL")))
+
+
+def temporality_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the user chose the metric exporters' temporality by variable."""
+    env = os.environ if environ is None else environ
+    return _get(env, v.OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE) is not None
+
+
+@dataclass(frozen=True)
+class BufferBounds:
+    """How much one signal's buffer holds while its endpoint is down."""
+
+    items: int
+    bytes: int
+
+
+#: signal -> (count variable, bytes variable, default count, default bytes)
+_BUFFER_DEFAULTS: Final = {
+    "traces": (v.ADK_TASK_TELEMETRY_BUFFER_SPANS, v.ADK_TASK_TELEMETRY_BUFFER_SPAN_BYTES,
+               50_000, 64 << 20),
+    "metrics": (v.ADK_TASK_TELEMETRY_BUFFER_METRIC_BATCHES,
+                v.ADK_TASK_TELEMETRY_BUFFER_METRIC_BYTES, 256, 32 << 20),
+    "logs": (v.ADK_TASK_TELEMETRY_BUFFER_LOG_RECORDS, v.ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES,
+             20_000, 32 << 20),
+}
+
+
+def buffer_bounds(signal: str, environ: Mapping[str, str] | None = None) -> BufferBounds:
+    """ADK_TASK_TELEMETRY_BUFFER_* for ``signal``, else the defaults (a positive integer
+    each; a bad value warns and keeps the default)."""
+    env = os.environ if environ is None else environ
+    count_var, bytes_var, count, size = _BUFFER_DEFAULTS[signal]
+    return BufferBounds(_positive_int(env, count_var, count), _positive_int(env, bytes_var, size))
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        logger.warning("adk_task_telemetry: %s=%r is not a positive whole number; using %d",
+                       name, raw, default)
+        return default
+    return value

@@ -1,0 +1,170 @@
+"""The bounded buffer that holds one signal's telemetry while its endpoint is down.
+
+The SDK's batch processors hand each batch to our exporter, which puts it here and
+returns at once; the signal's sender thread takes it out in order. Bounded by items
+and by bytes (an estimate of the OTLP encoding, cheap enough for the SDK's worker
+thread): past either bound the OLDEST items are dropped and counted. Oldest, because
+when the endpoint answers again the telemetry it gets is then contiguous up to the
+present (dashboards, alerts and the traces of what is going on now are whole) and the
+gap lies at a known place in the past, named in the recovery log line; it is also what
+the SDK's own queue does when it is full.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .. import semconv as sc
+from .settings import BufferBounds
+
+BUFFER_FULL = sc.ExportDropReason.BUFFER_FULL
+
+
+class Buffer:
+    """Items waiting to be sent, oldest first; at most one batch is out (in flight),
+    on top of the bounds."""
+
+    def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int]) -> None:
+        self.bounds = bounds
+        self._size_of = size_of
+        self._items: deque[tuple[Any, int]] = deque()
+        self._bytes = 0
+        self._out: list[tuple[Any, int]] = []  # the batch being sent
+        self._out_bytes = 0
+        self.cond = threading.Condition()
+        self.closed = False  # no more input (the SDK shut its processor down)
+        self.dropped: dict[str, int] = {}  # reason -> items
+        self.sent = 0
+        self.last_change = time.monotonic()
+
+    def put(self, items: Iterable[Any]) -> int:
+        """Adds items; returns how many (old ones) were dropped to stay in bounds."""
+        sized = [(item, self._size_of(item)) for item in items]
+        with self.cond:
+            for pair in sized:
+                self._items.append(pair)
+                self._bytes += pair[1]
+            dropped = self._trim()
+            self.cond.notify_all()
+        return dropped
+
+    def _trim(self) -> int:
+        """Drops the oldest items until the bounds hold again (``cond`` held)."""
+        dropped = 0
+        while self._items and self._over():
+            _, size = self._items.popleft()
+            self._bytes -= size
+            dropped += 1
+        if dropped:
+            self.dropped[BUFFER_FULL] = self.dropped.get(BUFFER_FULL, 0) + dropped
+        return dropped
+
+    def _over(self) -> bool:
+        # The batch in flight (at most one export's worth) comes on top: it cannot be
+        # dropped while it may still arrive, and counting it here would drop the newest.
+        return len(self._items) > self.bounds.items or self._bytes > self.bounds.bytes
+
+    def take(self, limit: int) -> list[Any]:
+        """The oldest ``limit`` items, now in flight (call with ``cond`` held)."""
+        assert not self._out, "one batch in flight at a time"
+        while self._items and len(self._out) < limit:
+            pair = self._items.popleft()
+            self._bytes -= pair[1]
+            self._out.append(pair)
+            self._out_bytes += pair[1]
+        return [item for item, _ in self._out]
+
+    def done(self, sent: bool, reason: str = "") -> int:
+        """The batch in flight was sent (or, with ``reason``, given up); else it goes
+        back to the front, oldest first, and the bounds apply again. Returns how many
+        items that put-back dropped."""
+        extra = 0
+        with self.cond:
+            out, self._out, self._out_bytes = self._out, [], 0
+            if sent:
+                self.sent += len(out)
+            elif reason:
+                self.dropped[reason] = self.dropped.get(reason, 0) + len(out)
+            else:
+                self._items.extendleft(reversed(out))
+                self._bytes += sum(size for _, size in out)
+                extra = self._trim()
+            self.last_change = time.monotonic()
+            self.cond.notify_all()
+        return extra
+
+    def drop_all(self, reason: str) -> int:
+        """Gives up everything not in flight (the exit's budget is spent)."""
+        with self.cond:
+            n = len(self._items)
+            self._items.clear()
+            self._bytes = 0
+            if n:
+                self.dropped[reason] = self.dropped.get(reason, 0) + n
+            self.cond.notify_all()
+            return n
+
+    def held(self) -> tuple[int, int]:
+        """(items, bytes) held now, the batch in flight included."""
+        with self.cond:
+            return len(self._items) + len(self._out), self._bytes + self._out_bytes
+
+    def waiting(self) -> int:
+        """Items not yet taken (call with ``cond`` held)."""
+        return len(self._items)
+
+    def in_flight(self) -> int:
+        return len(self._out)
+
+
+# --- sizes: roughly what OTLP/protobuf spends on an item ---------------------------
+
+
+def _attrs_size(attrs: Mapping[str, Any] | None) -> int:
+    if not attrs:
+        return 0
+    total = 0
+    for key, value in attrs.items():
+        total += len(key) + 4
+        if isinstance(value, (str, bytes, bytearray)):
+            total += len(value)
+        elif isinstance(value, (list, tuple)):
+            total += sum(len(x) if isinstance(x, str) else 9 for x in value) + 2
+        else:
+            total += 9
+    return total
+
+
+def span_size(span: Any) -> int:
+    size = 64 + len(span.name or "") + _attrs_size(span.attributes)
+    for event in span.events or ():
+        size += 24 + len(event.name) + _attrs_size(event.attributes)
+    for link in span.links or ():
+        size += 40 + _attrs_size(link.attributes)
+    description = getattr(span.status, "description", None)
+    return size + (len(description) if description else 0)
+
+
+def log_size(data: Any) -> int:
+    record = getattr(data, "log_record", data)  # LogData (SDK < 1.39) or a record
+    body = getattr(record, "body", None)
+    text = body if isinstance(body, str) else (repr(body) if body is not None else "")
+    return 48 + len(text) + _attrs_size(getattr(record, "attributes", None))
+
+
+def metrics_size(data: Any) -> int:
+    size = 0
+    for rm in data.resource_metrics:
+        size += 32 + _attrs_size(rm.resource.attributes)
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                size += 32 + len(metric.name) + len(metric.description or "")
+                for point in getattr(metric.data, "data_points", ()):
+                    buckets = len(getattr(point, "bucket_counts", ()) or ())
+                    size += 40 + 16 * buckets + _attrs_size(point.attributes)
+                    size += 48 * len(getattr(point, "exemplars", ()) or ())
+    return size

@@ -1,0 +1,336 @@
+"""One signal's OTLP export: the SDK hands batches over, a thread of ours sends them.
+
+The SDK's batch processor (or periodic metric reader) calls our exporter, which only
+puts the batch into the signal's bounded buffer (buffer.py) and returns: the SDK's
+worker thread, and so its queue, never waits on the network. The signal's sender
+thread, started with the setup (never at interpreter exit: Python 3.12 refuses new
+threads there), sends the buffer in order. While the endpoint fails, the batch
+stays at the head and is tried again every ``RETRY_S``; a batch the endpoint
+rejects for good (HTTP 400, gRPC INVALID_ARGUMENT) is dropped and counted. Each
+outage is told twice, per signal: when it starts, and when it ends with the numbers
+kept and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk._logs import export as _log_export
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .. import semconv as sc
+from . import outage
+from .buffer import Buffer, log_size, metrics_size, span_size
+from .settings import BufferBounds, OtlpTarget
+
+try:  # the base class was renamed in SDK 1.39; the old name warns
+    from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
+except ImportError:  # pragma: no cover - SDK < 1.39
+    from opentelemetry.sdk._logs.export import (  # type: ignore[assignment]
+        LogExporter as _LogExporterBase,
+    )
+
+logger = logging.getLogger("adk_task_telemetry.export")
+_LOG_SUCCESS = (getattr(_log_export, "LogRecordExportResult", None)
+                or _log_export.LogExportResult).SUCCESS  # the enum was renamed in 1.39
+
+#: Seconds between attempts while an endpoint fails (each attempt may itself take
+#: up to the export timeout, the exporter's own retries included).
+RETRY_S = 1.0
+REJECTED = sc.ExportDropReason.REJECTED
+# An exporter that raises may have met a passing fault (a timeout that went negative
+# in a retry loop); the same batch raising this often in a row is given up.
+_RAISES_TO_REJECT = 3
+EXIT_BUDGET = sc.ExportDropReason.EXIT_BUDGET
+UNITS = {"traces": ("span", "spans"), "metrics": ("metric batch", "metric batches"),
+         "logs": ("log record", "log records")}
+# Items per export: the SDK's batches are re-cut at this size when a backlog is sent.
+_BATCH = {"traces": 512, "metrics": 1, "logs": 512}
+_SIZE_OF = {"traces": span_size, "metrics": metrics_size, "logs": log_size}
+
+
+def count(n: int, signal: str) -> str:
+    one, many = UNITS[signal]
+    return f"{n:,} {one if n == 1 else many}"
+
+
+@dataclass(frozen=True)
+class SignalStatus:
+    """One signal's export, as ``TelemetryHandle.export_status()`` reports it."""
+
+    signal: str
+    endpoint: str
+    failing: bool
+    buffered: int  # items waiting (the batch in flight included)
+    buffered_bytes: int  # their estimated encoded size
+    sent: int
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> items
+
+
+class Sender:
+    """One signal's buffer, the thread that sends it, and that export's health."""
+
+    def __init__(self, target: OtlpTarget, inner: Any, bounds: BufferBounds,
+                 quiet: outage.QuietExporterLogs,
+                 on_drop: Callable[[str, str, int], None]) -> None:
+        self.signal = target.signal
+        self.target = target
+        self.where = f"{target.endpoint} over OTLP {target.protocol}"
+        self.inner = inner
+        self.buffer = Buffer(bounds, _SIZE_OF[self.signal])
+        self._quiet = quiet
+        self._on_drop = on_drop
+        self.failing = False
+        self.succeeded = False  # the endpoint answered at least once
+        self.closing = False  # an exit is under way: it tells what fails
+        self.last_cause = ""
+        self._stopped = False
+        self._kicked = False
+        self._next_try = 0.0
+        self._attempts = 0  # attempts finished
+        self._outage_start = 0.0
+        self._dropped_at_ok = 0  # dropped so far at the last success: an outage's drops
+        # include those made while its first attempt was still in flight
+        self._told_rejection = False
+        self._raised_in_a_row = 0
+        self._thread = self._start()
+        if hasattr(os, "register_at_fork"):  # a forked worker gets a sender of its own
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _restart(ref))
+
+    def _start(self) -> threading.Thread:
+        t = threading.Thread(target=self._run, daemon=True,
+                             name=f"adk_task_telemetry-export-{self.signal}")
+        t.start()
+        return t
+
+    # --- from the SDK's threads ----------------------------------------------------
+
+    def put(self, items: Sequence[Any]) -> None:
+        dropped = self.buffer.put(items)
+        if dropped:
+            self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
+
+    # --- the sender thread ---------------------------------------------------------
+
+    def _run(self) -> None:
+        buf = self.buffer
+        while True:
+            with buf.cond:
+                while True:
+                    if self._stopped:
+                        return
+                    if buf.waiting():
+                        wait = (self._next_try - time.monotonic()
+                                if self.failing and not self._kicked else 0.0)
+                        if wait <= 0:
+                            break
+                        buf.cond.wait(wait)
+                    else:
+                        buf.cond.wait()
+                self._kicked = False
+                batch = buf.take(_BATCH[self.signal])
+            self._attempt(batch)
+
+    def _attempt(self, batch: list[Any]) -> None:
+        self._quiet.take()  # a stale message is not this attempt's cause
+        raised = False
+        try:
+            result = self._send(batch)
+            ok = getattr(result, "name", "") == "SUCCESS"
+            text = "" if ok else self._quiet.take()
+        except Exception as exc:  # an exporter must never take the sender down
+            # What it logged before it raised (a retry's cause) says more than the raise.
+            ok, raised = False, True
+            text = self._quiet.take() or f"{type(exc).__name__}: {exc}"
+        self._raised_in_a_row = self._raised_in_a_row + 1 if raised else 0
+        if ok:
+            self.buffer.done(True)
+            self._recovered(len(batch))
+        elif self._stopped:
+            self.buffer.done(False)  # the exit counts what is left
+        elif (raised and self._raised_in_a_row >= _RAISES_TO_REJECT) or outage.rejected(text):
+            self.buffer.done(False, REJECTED)
+            self._on_drop(self.signal, REJECTED, len(batch))
+            self._rejected(len(batch), text)
+        else:
+            extra = self.buffer.done(False)
+            if extra:
+                self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, extra)
+            self._failed(text, raised)
+        with self.buffer.cond:
+            self._attempts += 1
+            self.buffer.cond.notify_all()
+
+    def _send(self, batch: list[Any]) -> Any:
+        if self.signal == "metrics":
+            return self.inner.export(batch[0], timeout_millis=self.target.timeout * 1000)
+        return self.inner.export(batch)
+
+    def _failed(self, text: str, raised: bool = False) -> None:
+        self._next_try = time.monotonic() + RETRY_S
+        if self.failing:
+            return
+        self.failing = True
+        self._outage_start = time.monotonic()
+        # An exporter that raised (a retry loop's timeout gone negative) says nothing
+        # of the endpoint: the socket tells.
+        self.last_cause = ((raised and outage.probe(self.where))
+                           or outage.cause(text, self.target.timeout, self.where))
+        if self.closing:
+            return  # the exit's own line names it
+        bounds = self.buffer.bounds
+        logger.warning(
+            "adk_task_telemetry: cannot export %s to %s (%s). Keeping them in a buffer "
+            "(up to %s or %d MiB, then the oldest are dropped and counted) and retrying; "
+            "the agent is not affected. Recovery will be logged.",
+            self.signal, self.where, self.last_cause, count(bounds.items, self.signal),
+            bounds.bytes >> 20)
+
+    def _recovered(self, just_sent: int) -> None:
+        self.succeeded = True
+        total = sum(self.buffer.dropped.values())
+        if not self.failing:
+            self._dropped_at_ok = total
+            return
+        self.failing = False
+        held = self.buffer.held()[0] + just_sent
+        dropped, self._dropped_at_ok = total - self._dropped_at_ok, total
+        logger.warning(
+            "adk_task_telemetry: export of %s to %s works again after %.1f s; %s held "
+            "through the outage are being sent, %s dropped.",
+            self.signal, self.where, time.monotonic() - self._outage_start,
+            count(held, self.signal), count(dropped, self.signal))
+
+    def _rejected(self, n: int, text: str) -> None:
+        self.succeeded = True  # it answered
+        if self._told_rejection:
+            return
+        self._told_rejection = True
+        logger.warning(
+            "adk_task_telemetry: %s rejected %s (%s): dropped; later rejections are only "
+            "counted (adk.export.dropped, reason rejected).",
+            self.where, count(n, self.signal),
+            outage.cause(text, self.target.timeout, self.where))
+
+    # --- flush, exit ---------------------------------------------------------------
+
+    def kick(self) -> int:
+        """Try now, even while failing (a flush asks); returns the attempts so far."""
+        with self.buffer.cond:
+            self._kicked = True
+            self.buffer.cond.notify_all()
+            return self._attempts
+
+    def wait_sent(self, deadline: float, give_up_on_failure_after: int | None = None) -> bool:
+        """Waits until everything buffered was sent (True), or the deadline, or an
+        attempt that started after ``give_up_on_failure_after`` attempts has failed."""
+        buf = self.buffer
+        with buf.cond:
+            while buf.waiting() or buf.in_flight():
+                if (give_up_on_failure_after is not None and self.failing
+                        and self._attempts > give_up_on_failure_after):
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped:
+                    return False
+                buf.cond.wait(left)
+            return True
+
+    def stop(self) -> None:
+        """Stops the sender and interrupts the export in flight (retry backoffs end,
+        gRPC calls are cancelled; a black-holed HTTP request cannot be stopped)."""
+        with self.buffer.cond:
+            self._stopped = True
+            self.buffer.cond.notify_all()
+        try:
+            self.inner.shutdown()
+        except Exception:
+            logger.debug("exporter shutdown failed", exc_info=True)
+
+    def wait_idle(self, deadline: float) -> None:
+        """After stop(): waits (to ``deadline``) for the attempt in flight to return."""
+        buf = self.buffer
+        with buf.cond:
+            while buf.in_flight() and time.monotonic() < deadline:
+                buf.cond.wait(max(0.0, deadline - time.monotonic()))
+
+    def give_up(self) -> int:
+        """Drops and counts everything not sent (the exit's budget is spent)."""
+        n = self.buffer.drop_all(EXIT_BUDGET)
+        n += self.buffer.in_flight()  # a black-holed request: it will not be answered
+        if n:
+            self._on_drop(self.signal, EXIT_BUDGET, n)
+        return n
+
+    def status(self) -> SignalStatus:
+        held, size = self.buffer.held()
+        with self.buffer.cond:
+            return SignalStatus(self.signal, self.target.endpoint, self.failing, held, size,
+                                self.buffer.sent, dict(self.buffer.dropped))
+
+    @property
+    def proven(self) -> bool:
+        return self.succeeded and not self.failing
+
+
+def _restart(ref: weakref.ref[Sender]) -> None:
+    sender = ref()
+    if sender is not None:
+        sender.buffer.cond = threading.Condition()
+        sender._thread = sender._start()
+
+
+# --- what the SDK calls ------------------------------------------------------------
+
+
+class _HandOver:
+    """What our three SDK-facing exporters share: they only hand batches over."""
+
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
+
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        return True  # nothing is held here; the handle waits for the sender
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.sender.buffer.closed = True  # the sender goes on until the handle stops it
+
+
+class SpanExport(_HandOver, SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.sender.put(spans)
+        return SpanExportResult.SUCCESS
+
+
+class LogExport(_HandOver, _LogExporterBase):  # type: ignore[misc]
+    def export(self, batch: Sequence[Any]) -> Any:
+        self.sender.put(batch)
+        return _LOG_SUCCESS
+
+
+class MetricExport(_HandOver, MetricExporter):
+    def __init__(self, sender: Sender) -> None:
+        inner = sender.inner
+        # The reader reads these from its exporter; ours mirror the OTLP exporter's.
+        MetricExporter.__init__(self, preferred_temporality=inner._preferred_temporality,
+                                preferred_aggregation=inner._preferred_aggregation)
+        _HandOver.__init__(self, sender)
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
+               **kwargs: Any) -> MetricExportResult:
+        self.sender.put([metrics_data])
+        return MetricExportResult.SUCCESS
+
+
+ADAPTERS: dict[str, Callable[[Sender], Any]] = {
+    "traces": SpanExport, "metrics": MetricExport, "logs": LogExport}

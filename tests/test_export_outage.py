@@ -1,0 +1,176 @@
+"""A collector that stops and starts again on the same port loses nothing that fits the
+buffer; past the bound the oldest are dropped, and exactly those are counted.
+
+The pipeline is configure_telemetry()'s own, built detached (installed nowhere, so it
+lives in this process); real ADK runs with the scripted model, a real OTLP receiver
+over gRPC and HTTP. The oracle is the tool's own record of the calls it served, in
+order; the plugin's count is ``handle.export_status()`` and the exported
+``adk.export.dropped`` counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from google.adk.tools.tool_context import ToolContext
+
+from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry.configure import TelemetryHandle, detached
+
+from .otlp_receivers import GrpcReceiver, HttpReceiver, Received, attrs, restarted
+
+PROTOCOLS = ["grpc", "http/protobuf"]
+RECEIVERS: dict[str, Callable[[], GrpcReceiver | HttpReceiver]] = {
+    "grpc": GrpcReceiver, "http/protobuf": HttpReceiver}
+
+
+class Agent:
+    """A Runner whose model makes ``calls`` calls per run, each with a call id of its
+    own; the tool records every call it served, in the order it served them."""
+
+    def __init__(self, plugin: TaskTelemetryPlugin, calls: int = 1) -> None:
+        self.plugin, self.calls = plugin, calls
+        self.served: list[str] = []
+        self._runs = 0
+
+    async def run(self, n: int) -> None:
+        from google.adk.agents import LlmAgent
+        from google.adk.apps import App
+        from google.adk.runners import Runner
+        from google.adk.sessions import InMemorySessionService
+        from google.genai import types
+
+        from adk_task_telemetry.scenarios import ScriptedLlm, call, text
+
+        def lookup(order_id: str, tool_context: ToolContext) -> dict[str, str]:
+            """Looks an order up."""
+            self.served.append(str(tool_context.function_call_id))
+            return {"order_id": order_id}
+
+        for _ in range(n):
+            self._runs += 1
+            run = self._runs
+            model = ScriptedLlm([[call("lookup", f"r{run}-c{i}", order_id=str(i))
+                                  for i in range(self.calls)], [text("done")]])
+            agent = LlmAgent(name="clerk", model=model, instruction="x", tools=[lookup])
+            runner = Runner(app=App(name="outage", root_agent=agent, plugins=[self.plugin]),
+                            session_service=InMemorySessionService())
+            session = await runner.session_service.create_session(app_name="outage",
+                                                                  user_id="u")
+            msg = types.Content(role="user", parts=[types.Part(text="go")])
+            async for _ in runner.run_async(user_id="u", session_id=session.id,
+                                            new_message=msg):
+                pass
+
+
+def _received_calls(rx: Received) -> list[str]:
+    return [str(attrs(s.attributes)["gen_ai.tool.call.id"]) for s in rx.tool_spans()]
+
+
+def _until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture(params=PROTOCOLS)
+def collector(request: pytest.FixtureRequest) -> Iterator[list[GrpcReceiver | HttpReceiver]]:
+    """[the receiver now]; the test replaces it when it restarts it."""
+    current = [RECEIVERS[request.param]()]
+    yield current
+    current[0].stop()
+
+
+def _pipeline(rx: GrpcReceiver | HttpReceiver) -> tuple[TelemetryHandle, TaskTelemetryPlugin]:
+    handle = detached(endpoint=rx.endpoint, protocol=rx.protocol, timeout=1.0)
+    plugin = TaskTelemetryPlugin(tracer_provider=handle.tracer_provider,
+                                 meter_provider=handle.meter_provider)
+    return handle, plugin
+
+
+def _outage(handle: TelemetryHandle, collector: list[GrpcReceiver | HttpReceiver],
+            agent: Agent, runs: int, before: int) -> None:
+    """``before`` runs that get out; then the collector stops, ``runs`` runs, and this
+    waits until the export has really failed."""
+    rx = collector[0].received
+    asyncio.run(agent.run(before))
+    handle.force_flush()
+    _until(lambda: len(set(_received_calls(rx))) == before * agent.calls, "the spans before")
+    collector[0].stop()
+    asyncio.run(agent.run(runs))
+    handle.force_flush(timeout_millis=200)  # what the SDK holds goes to the buffer
+    _until(lambda: handle.export_status()["traces"].failing, "the export to fail")
+
+
+def test_a_collector_restart_loses_no_span(collector: list[GrpcReceiver | HttpReceiver],
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="adk_task_telemetry.export")
+    handle, plugin = _pipeline(collector[0])
+    agent = Agent(plugin, calls=3)
+    rx = collector[0].received
+    try:
+        _outage(handle, collector, agent, runs=10, before=3)
+        asyncio.run(agent.run(2))  # still down
+        collector[0] = restarted(collector[0])
+        asyncio.run(agent.run(3))
+        handle.force_flush(timeout_millis=200)
+        # The sender finds the collector again by itself, and sends in order.
+        _until(lambda: set(_received_calls(rx)) == set(agent.served), "every span")
+        # An export that timed out on a loaded machine may have arrived all the same:
+        # it is sent again (at least once), so wait until the sender has caught up.
+        _until(lambda: handle.export_status()["traces"].buffered == 0
+               and not handle.export_status()["traces"].failing, "the buffer to drain")
+        status = handle.export_status()["traces"]
+    finally:
+        handle.shutdown()
+    assert len(agent.served) == 3 * 18
+    assert status.dropped == {} and not status.failing
+    texts = [r.getMessage() for r in caplog.records if "traces" in r.getMessage()]
+    # One line when the outage starts, one when it ends (a loaded machine may add a
+    # timeout after the restart: another outage, told the same way).
+    assert len(texts) % 2 == 0 and texts, texts
+    for start, end in zip(texts[::2], texts[1::2], strict=True):
+        assert "cannot export traces" in start and "Keeping them in a buffer" in start
+        assert "works again" in end and "0 spans dropped" in end, end
+
+
+def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
+        collector: list[GrpcReceiver | HttpReceiver], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="adk_task_telemetry.export")
+    monkeypatch.setenv("ADK_TASK_TELEMETRY_BUFFER_SPANS", "40")
+    handle, plugin = _pipeline(collector[0])
+    agent = Agent(plugin, calls=1)
+    rx = collector[0].received
+    try:
+        _outage(handle, collector, agent, runs=100, before=5)
+        held = handle.export_status()["traces"]
+        collector[0] = restarted(collector[0])
+        _until(lambda: len(set(_received_calls(rx))) == 5 + 40, "what the buffer held")
+        asyncio.run(agent.run(5))
+        handle.force_flush()
+        _until(lambda: len(set(_received_calls(rx))) == 5 + 40 + 5, "the spans after it")
+        status = handle.export_status()["traces"]
+    finally:
+        handle.shutdown()
+    in_outage = agent.served[5:105]
+    assert (held.buffered, held.dropped) == (40, {"buffer_full": 60})
+    assert status.dropped == {"buffer_full": 60}
+    # At least once: an export that timed out may have arrived and is sent again.
+    got = set(_received_calls(rx))
+    assert got == set(agent.served[:5] + in_outage[60:] + agent.served[105:])
+    # The counter the plugin exports says the same.
+    points = [(attrs(p.attributes), p.as_int) for _, m in rx.metric_list()
+              if m.name == "adk.export.dropped" for p in m.sum.data_points]
+    assert points[-1:] == [({"adk.export.signal": "traces", "adk.export.reason": "buffer_full"},
+                            60)], points
+    told = [r.getMessage() for r in caplog.records if "traces" in r.getMessage()
+            and "works again" in r.getMessage()]
+    assert len(told) == 1 and "40 spans held" in told[0] and "60 spans dropped" in told[0], told
+
+
