@@ -4,8 +4,9 @@
 every span, event, attribute, metric and log record of the contract comes out of
 it. tests/test_docs.py runs it in process (in-memory SDK) and, as
 ``python tests/contract_run.py``, in a process set up by
-``configure_telemetry(prometheus_port=0)``, which prints ``READY <port>`` once
-everything is recorded and serves ``/metrics`` until its stdin closes: a real scrape.
+``configure_telemetry(prometheus_port=0)`` (its OTLP export refused, so that what it
+drops is counted too), which prints ``READY <port>`` once everything is recorded and
+serves ``/metrics`` until its stdin closes: a real scrape.
 
 A new contract name that these runs do not produce fails tests/test_docs.py: add the
 run that produces it to ``PLAN``.
@@ -59,13 +60,28 @@ async def produce(make_plugin: Callable[..., Any]) -> list[str]:
 
 
 def main() -> None:
+    import os
+
     from adk_task_telemetry import TaskTelemetryPlugin, configure_telemetry
 
-    handle = configure_telemetry("contract-scrape", prometheus_port=0)
+    # OTLP to a port nothing listens on, through a one-span buffer: the spans of the
+    # runs are dropped and counted (adk.export.dropped), as in an outage.
+    os.environ["ADK_TASK_TELEMETRY_BUFFER_SPANS"] = "1"
+    handle = configure_telemetry("contract-scrape", prometheus_port=0, otlp=True,
+                                 endpoint=f"http://127.0.0.1:{_closed_port()}")
     asyncio.run(produce(TaskTelemetryPlugin))
+    handle.force_flush()
     print(f"READY {handle.prometheus_port}", flush=True)
     sys.stdin.readline()  # the parent has scraped
     handle.shutdown()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":
