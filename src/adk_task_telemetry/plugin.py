@@ -119,6 +119,7 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
+                compat.remove_live_listener(self)  # the last one undoes the ADK hooks
                 await _exit.flush_after_close()
         except Exception:
             self._tracker.failed("close")
