@@ -14,6 +14,7 @@ import platform
 import sys
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -85,6 +86,9 @@ async def _hooks() -> list[str]:
 
 
 async def main() -> None:
+    # ADK's own spans record, as under configure_telemetry(): the plugin can see a run's
+    # span end (trigger run_span_end) as a deployment does.
+    trace.set_tracer_provider(TracerProvider())
     doc = {
         "google-adk": adk_compat.ADK_VERSION_STRING,
         "python": platform.python_version(),

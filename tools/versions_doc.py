@@ -71,7 +71,9 @@ HOOKS = [
      "span: each listener plugin's `before_tool_callback` runs before it, "
      "`after_tool_callback` after it (a streaming call's background task is registered "
      "in `active_streaming_tools` by then), `on_tool_error_callback` if it raises (then "
-     "re-raised); what the tool returns is returned unchanged"),
+     "re-raised); what the tool returns is returned unchanged. It runs after the agent's "
+     "own `before_tool_callback`s (1.27 calls plugins first): a live call one of those "
+     "answers runs no tool and gets no span"),
 ]
 
 HOOKS_INTRO = """\
