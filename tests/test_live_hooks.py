@@ -42,7 +42,7 @@ V = compat.ADK_VERSION
 #: The oracle, by the bisected minors (tests/test_adk_compat.py holds the probes to
 #: them): where each hook is needed, so where it must be in place.
 EXPECTED_HOOKS = sorted(
-    (["Runner._exec_with_plugin"] if V < (2, 8, 0) else [])
+    (["BaseAgent.run_live"] if V < (2, 8, 0) else [])
     + (["google.adk.flows.llm_flows.functions._process_function_live_helper"]
        if V < (1, 27, 0) else []))
 #: How the plugin learns that a live run ended: ADK's own live task ends (2.8 on),
@@ -167,10 +167,9 @@ async def test_seed_bug_reported_when_the_queue_closes(telemetry: Telemetry) -> 
         assert set(orphans) == LOST
         assert plugin.state() == TrackerState(0, 0, len(LOST))
         # How ADK ends a live run whose connection closed: cleanly from 2.8 on (its
-        # plugins hear after_run); before that with the connection's error, which its
-        # plugins hear from 2.5 on (run_error); before 2.5 only the hook sees the end.
-        trigger = ("after_run" if V >= (2, 8, 0) else "run_error" if V >= (2, 5, 0)
-                   else "live_teardown")
+        # plugins hear after_run); before that with the connection's error, which the
+        # hook sees leave the root agent before ADK tells plugins (run_error, 2.5 on).
+        trigger = "after_run" if V >= (2, 8, 0) else "live_teardown"
         assert set(orphans.values()) == ({trigger} if LOST else set())
         assert plugin.internal_errors == 0
     finally:
@@ -292,6 +291,41 @@ _UNDO = textwrap.dedent('''
 
     asyncio.run(main())
 ''')
+
+
+#: A plugin that a Runner closed (the last listener: every hook undone) and that runs
+#: again: it listens again from its next run on, that run included.
+_REUSE = textwrap.dedent('''
+    import asyncio, json
+    from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
+    from adk_task_telemetry.scenarios import run_scenario
+
+    async def main():
+        plugin = TaskTelemetryPlugin()
+        await plugin.close()  # what Runner.close() does (1.19 on)
+        closed = adk_compat.live_hooks()
+        run = await run_scenario("seed_bug", [plugin], close_runner=False)
+        orphans = sorted((t.call_id, t.orphaned) for t in plugin.open_tasks())
+        out = {"closed": closed, "running": sorted(run.probe.pending()),
+               "orphans": orphans, "runs": plugin.state().runs}
+        await run.probe.cleanup()
+        for runner, _ in run.sessions:
+            await runner.close()
+        print(json.dumps(out))
+
+    asyncio.run(main())
+''')
+
+
+def test_a_closed_plugin_used_again_hears_its_next_live_run() -> None:
+    done = subprocess.run([sys.executable, "-c", _REUSE], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["closed"] == []
+    assert set(out["running"]) == LOST
+    assert out["orphans"] == [[c, True] for c in sorted(LOST)]  # reported at the run's end
+    assert out["runs"] == 0
 
 
 def test_every_hook_is_undone_by_identity() -> None:

@@ -60,11 +60,16 @@ CHANGES = [
 
 #: The hooks adk_compat installs (chosen by the probes above), for the doc.
 HOOKS = [
-    ("`Runner._exec_with_plugin`", "1.14 to 1.39, 2.0 to 2.7 (`live_run_end_hook`)",
-     "for a live run only (a `run_async` gets ADK's own generator back), the generator "
-     "ADK reads is wrapped; when it ends (the caller's `aclose()`, the queue closed, an "
-     "error, a cancelled consumer), after ADK's whole teardown, each listener plugin of "
-     "the invocation hears `_on_live_teardown(ctx)`: trigger `live_teardown`"),
+    ("`google.adk.agents.base_agent.BaseAgent.run_live`",
+     "1.14 to 1.39, 2.0 to 2.7 (`live_run_end_hook`)",
+     "for the root agent of a live run only (the Runner hands it the invocation's own "
+     "context; a sub-agent gets its parent's copy, and every other call gets ADK's own "
+     "generator back) the generator ADK reads is wrapped; when it ends (the caller's "
+     "`aclose()`, the queue closed, an error, a cancelled consumer), after the agent's "
+     "whole teardown, each listener plugin of the invocation hears "
+     "`_on_live_teardown(ctx)`: trigger `live_teardown`. ADK looks it up when the run "
+     "starts, after `before_run_callback`, where a plugin that a Runner closed listens "
+     "again"),
     ("`google.adk.flows.llm_flows.functions._process_function_live_helper`",
      "1.14 to 1.26 (`live_tool_hook`)",
      "runs one live call's tool in that call's own task, inside ADK's `execute_tool` "

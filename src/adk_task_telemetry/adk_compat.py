@@ -139,12 +139,12 @@ LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
 #: live run as that task's end (``run_task_done``).
 LIVE_RUN_HAS_OWN_TASK = _has_attr(_RUNNERS, "Runner", "_merge_live_event_streams") or (
     _has_function("google.adk.live._runner_utils", "_merge_live_event_streams"))
-#: The plugin wraps ``Runner._exec_with_plugin`` for live runs to see their end
-#: (``live_teardown``): where ADK gives no signal there (1.14 to 1.39, 2.0 to 2.7) and
-#: the method has the shape this hook knows.
+#: The plugin wraps ``BaseAgent.run_live`` to see the end of a live run (its root
+#: agent's run, ``live_teardown``): where ADK gives no signal there (1.14 to 1.39, 2.0
+#: to 2.7) and the method has the shape this hook knows.
 LIVE_RUN_END_HOOK = not LIVE_RUN_HAS_OWN_TASK and _shape(
-    _RUNNERS, "Runner", "_exec_with_plugin", inspect.isasyncgenfunction,
-    ("self", "invocation_context"))
+    "google.adk.agents.base_agent", "BaseAgent", "run_live", inspect.isasyncgenfunction,
+    ("self", "parent_context"))
 #: The plugin calls its own tool callbacks around ``_process_function_live_helper``
 #: (in the call's task, inside ADK's ``execute_tool`` span), where ADK calls no
 #: plugin callback for a live call (1.14 to 1.26).
@@ -319,6 +319,7 @@ def streaming_task_for(ctx: Any, tool_name: str, call_id: str) -> asyncio.Task[A
 # is in the invocation. Installed once per process with the first listener, undone
 # (the original put back, the very same object) when the last one closes.
 
+_NEEDS_HOOKS = LIVE_RUN_END_HOOK or LIVE_TOOL_HOOK
 _listeners: weakref.WeakSet[Any] = weakref.WeakSet()
 #: (owner, name) -> (original, wrapper) of each hook in place.
 _installed: dict[tuple[Any, str], tuple[Any, Any]] = {}
@@ -348,6 +349,13 @@ def add_live_teardown_listener(listener: Any) -> None:
             _installed[(owner, name)] = (original, wrapper)
 
 
+def keep_listening(listener: Any) -> None:
+    """``listener`` starts a run: if it was closed, it listens again (ADK's close is not
+    final: an App's plugins outlive a Runner that closed them)."""
+    if _NEEDS_HOOKS and listener not in _listeners:
+        add_live_teardown_listener(listener)
+
+
 def remove_live_listener(listener: Any) -> None:
     """``listener`` closed: once no listener is left, every hook is undone."""
     _listeners.discard(listener)
@@ -369,8 +377,8 @@ def live_hooks() -> list[str]:
 def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
     out: list[tuple[Any, str, Callable[[Any], Any]]] = []
     if LIVE_RUN_END_HOOK:
-        from google.adk.runners import Runner
-        out.append((Runner, "_exec_with_plugin", _run_end_hook))
+        from google.adk.agents.base_agent import BaseAgent
+        out.append((BaseAgent, "run_live", _run_end_hook))
     if LIVE_TOOL_HOOK:
         out.append((importlib.import_module(_FUNCTIONS), "_process_function_live_helper",
                     _tool_call_hook))
@@ -387,22 +395,24 @@ def _listeners_of(ctx: Any) -> list[Any]:
 
 
 def _run_end_hook(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``Runner._exec_with_plugin``: the plugin-wrapped generator of every run. For a
-    live run its end (the caller's aclose, the queue closed, an error, a cancelled
-    consumer) comes after ADK's whole teardown; a run_async is left untouched."""
+    """``BaseAgent.run_live``: for the root agent of a live run (the Runner hands it the
+    invocation's own context, whose agent it is; a transfer or a workflow hands a sub-
+    agent a copy whose agent is the parent) the generator ADK reads is wrapped. Its end
+    (the caller's aclose, the queue closed, an error, a cancelled consumer) comes after
+    the agent's whole teardown. Looked up when the run starts, after before_run: a
+    plugin that listens again from its before_run (``keep_listening``) sees that run."""
 
     @functools.wraps(original)
-    def _exec_with_plugin(self: Any, *args: Any, **kwargs: Any) -> Any:
-        events = original(self, *args, **kwargs)
-        ctx = kwargs["invocation_context"] if "invocation_context" in kwargs else (
-            args[0] if args else None)
+    def run_live(self: Any, parent_context: Any, *args: Any, **kwargs: Any) -> Any:
+        events = original(self, parent_context, *args, **kwargs)
         try:
-            listeners = _listeners_of(ctx) if is_live(ctx) else []
+            root = getattr(parent_context, "agent", None) is self and is_live(parent_context)
+            listeners = _listeners_of(parent_context) if root else []
         except Exception:
             listeners = []
-        return _until_live_run_ends(events, ctx) if listeners else events
+        return _until_live_run_ends(events, parent_context) if listeners else events
 
-    return _exec_with_plugin
+    return run_live
 
 
 async def _until_live_run_ends(events: Any, ctx: Any) -> AsyncGenerator[Any, None]:

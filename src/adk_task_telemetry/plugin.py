@@ -90,6 +90,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def before_run_callback(self, *, invocation_context: Any) -> None:
         try:
+            compat.keep_listening(self)  # closed before (by a Runner), and used again
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       trace.get_current_span(), _current_task(), ctx)
