@@ -184,7 +184,8 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         counts = ", ".join(re.findall(r"\d+ (?:passed|failed|xfailed|xpassed|skipped|errors?)",
                                       summary))
         verdict = ("pass" if rc == "0" else "FAIL") + (f" ({counts})" if counts else "")
-        hooks = ", ".join(f"`{h.rsplit('.', 1)[-1]}`" for h in doc.get("hooks", [])) or "-"
+        hooks = ", ".join(f"`{'.'.join(h.split('.')[-2:])}`"
+                          for h in doc.get("hooks", [])) or "-"
         lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {hooks} | "
                      f"{feats or '-'} | {_diffs(doc, newest)} | {verdict} |")
     missing = [v for v in versions if v not in docs]
