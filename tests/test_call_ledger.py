@@ -24,7 +24,6 @@ from adk_task_telemetry.scenarios.library import SCENARIOS
 
 from .conftest import Telemetry
 from .lifecycle_oracle import stored_unanswered
-from .test_plugin_lifecycle import RUN_END_UNSEEN
 
 # The scenarios that leave calls without answers on every ADK version: a call that
 # raises (its siblings are cancelled on the versions that do so), a caller that
@@ -54,14 +53,7 @@ def seen() -> Any:
     observe.remove_observer(found.append)
 
 
-def _scenarios() -> list[Any]:
-    return [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=(
-        "plugin gap on ADK < 1.19: a live run read in the caller's own task is never "
-        "ended, so it is never ledgered"))] if n in RUN_END_UNSEEN else [])
-        for n in sorted(n for n in SCENARIOS if SCENARIOS[n].audit)]
-
-
-@pytest.mark.parametrize("name", _scenarios())
+@pytest.mark.parametrize("name", sorted(n for n in SCENARIOS if SCENARIOS[n].audit))
 async def test_unanswered_calls_match_the_session(
         name: str, telemetry: Telemetry, seen: list[Any],
         caplog: pytest.LogCaptureFixture) -> None:

@@ -20,7 +20,6 @@ from .conftest import Telemetry
 
 # What the installed ADK really does differs on old minors; each difference is probed by
 # feature in adk_compat (docs/versions.md: where each one changes).
-LIVE_SEEN = compat.LIVE_CALLS_RUN_PLUGIN_CALLBACKS          # 1.27 on
 TEARDOWN_CANCELS = compat.LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS  # 1.39, 2.8 on
 SIBLINGS_CANCELLED = compat.FAILED_CALL_CANCELS_SIBLINGS    # 1.32 on
 FIXED_7058 = compat.HAS_BACKGROUND_TOOL_REGISTRY            # 2.13 on
@@ -95,21 +94,6 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
     "unended_span": {"call-fetch": ("fetch_page", "call", "ok", None)},
     "seed_bug": {c: _teardown(c, "seed_bug") for c in ("call-goog", "call-msft")},
 }
-LIVE_SCENARIOS = {n for n, s in SCENARIOS.items() if s.mode == "live"}
-if not LIVE_SEEN:
-    # ADK < 1.27 calls no plugin tool callback for a live call: the plugin sees no live
-    # tool task at all (RUNNING_AT_END still says what really kept running).
-    EXPECTED.update({n: {} for n in LIVE_SCENARIOS})
-
-#: The plugin cannot learn that these runs ended on an ADK whose Runner.close() does
-#: not close plugins (< 1.19) while the caller's task goes on: a live run there has no
-#: run span and no teardown hook (a run_async ends at its run span's end, trigger
-#: run_span_end). A known plugin gap (docs/versions.md); strict, so a fix turns these red.
-RUN_END_UNSEEN = set() if compat.RUNNER_CLOSES_PLUGINS else (
-    set() if compat.HAS_NODE_RUNTIME or compat.NEEDS_LIVE_TEARDOWN_HOOK
-    else LIVE_SCENARIOS - {"live_non_blocking"})  # that one's run is a task of its own
-LIVE_UNSEEN_REASON = ("ADK < 1.27 calls no plugin tool callback for a live call, so the "
-                      "plugin cannot see (or report) live tool tasks")
 
 
 def test_expectations_agree_with_the_oracle() -> None:
@@ -141,19 +125,7 @@ def _sum(points: list[Any]) -> float:
     return sum(p.value for p in points)
 
 
-def _params() -> list[Any]:
-    out = []
-    for name in EXPECTED:
-        marks = []
-        if name in RUN_END_UNSEEN:
-            marks.append(pytest.mark.xfail(strict=True, reason=(
-                "plugin gap on ADK < 1.19: a live run read in the caller's own task is "
-                "never ended (ADK closes no plugin; a live run has no run span)")))
-        out.append(pytest.param(name, marks=marks))
-    return out
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(EXPECTED))
 async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> None:
     plugin = telemetry.plugin()
     run = await run_scenario(name, [plugin])
@@ -238,7 +210,6 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
     assert plugin.state() == TrackerState(0, 0, 0)
 
 
-@pytest.mark.xfail(not LIVE_SEEN, strict=True, reason=LIVE_UNSEEN_REASON)
 async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogCaptureFixture
                                        ) -> None:
     """The seed: ADK < 2.13 loses the first of two calls to one streaming tool; before
@@ -276,13 +247,10 @@ async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogC
             return
         # The orphans reported are exactly the calls still running.
         assert {str((s.attributes or {})[sc.GEN_AI_TOOL_CALL_ID]) for s in orphans} == lost
-        # How the plugin learned that the run ended: at teardown where ADK has one (2.x's
-        # run task ends there from 2.8; 1.39 has the teardown hook); on an ADK whose
-        # teardown cancels nothing (1.27 to 1.38, 2.0 to 2.7) only Runner.close() tells.
-        triggers = ({"run_task_done", "live_teardown", "after_run"}
-                    if TEARDOWN_CANCELS and (compat.HAS_NODE_RUNTIME
-                                             or compat.NEEDS_LIVE_TEARDOWN_HOOK)
-                    else {"plugin_close"})
+        # How the plugin learned that the run ended, as soon as it did (not at
+        # Runner.close()): ADK's own live task ended (2.8 on), else the hook on the
+        # live run's end (1.14 to 1.39, 2.0 to 2.7).
+        triggers = {"run_task_done"} if compat.LIVE_RUN_HAS_OWN_TASK else {"live_teardown"}
         for orphan in orphans:
             (event,) = _events(orphan, sc.EVENT_ORPHANED_TASK)
             ea = dict(event.attributes or {})
@@ -313,7 +281,6 @@ async def test_seed_bug_orphan_is_real(telemetry: Telemetry, caplog: pytest.LogC
     assert plugin.state() == TrackerState(0, 0, 0)
 
 
-@pytest.mark.xfail(not LIVE_SEEN, strict=True, reason=LIVE_UNSEEN_REASON)
 async def test_streaming_span_lasts_as_long_as_the_background_task(
         telemetry: Telemetry) -> None:
     """Not the few-millisecond dispatch: the span ends when the tool's work ends."""

@@ -16,41 +16,87 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: Where each behaviour changes (bisected on the latest patch of every minor; each is
-#: a feature probe in adk_compat, checked per version by tests/test_adk_compat.py).
+#: Where each behaviour holds (bisected on the latest patch of every minor; each is a
+#: feature probe in adk_compat, checked per version by tests/test_adk_compat.py).
 CHANGES = [
-    ("agent_tool_keeps_app_name", "1.17",
+    ("live_send_loop_polls", "1.14 to 1.21",
+     "the live send loop polls its queue with `asyncio.wait_for(..., timeout)`: on Python "
+     "before 3.12 that can swallow the cancel of ADK's teardown, and the caller's "
+     "`aclose()` of the live run then never returns (with or without plugins)"),
+    ("live_tool_hook", "1.14 to 1.26",
+     "ADK calls no plugin callback for a live tool call: the plugin's hook calls its own "
+     "`before_tool_callback`, `after_tool_callback` and `on_tool_error_callback` there "
+     "(see *Hooks* below)"),
+    ("live_run_end_hook", "1.14 to 1.39, 2.0 to 2.7",
+     "ADK gives plugins no signal when a live run ends: the plugin's hook reports its "
+     "orphans then, as `live_teardown` (see *Hooks* below)"),
+    ("agent_tool_keeps_app_name", "1.17 on",
      "a nested AgentTool run belongs to the parent's app (before: its app name is the "
      "child agent's name, so its spans carry that `adk.app.name`)"),
-    ("runner_closes_plugins", "1.19",
+    ("runner_closes_plugins", "1.19 on",
      "`Runner.close()` closes plugins (before: the plugin never hears `plugin_close`)"),
-    ("live_calls_run_plugin_callbacks", "1.27",
-     "live tool calls run the plugins' before/after tool callbacks (before: the plugin "
-     "sees no live tool task at all, so it cannot report the seed bug)"),
-    ("failed_call_cancels_siblings", "1.32",
+    ("live_calls_run_plugin_callbacks", "1.27 on",
+     "live tool calls run the plugins' before/after tool callbacks"),
+    ("failed_call_cancels_siblings", "1.32 on",
      "a failed parallel call cancels its siblings (before: they keep running after the "
      "step raised, and the plugin reports them as orphans)"),
-    ("live_teardown_cancels_background_tools", "1.39 and 2.8",
+    ("live_teardown_cancels_background_tools", "1.39, 2.8 on",
      "live teardown cancels background streaming tools (before, and on 2.0 to 2.7: it "
      "cancels none, so both seed calls keep running)"),
-    ("live_teardown_hook", "1.39 (1.x only)",
-     "the plugin wraps `BaseLlmFlow._stop_background_tool_tasks` to see a 1.x live "
-     "teardown (`live_teardown` trigger)"),
-    ("node_runtime", "2.0",
+    ("stop_background_tool_tasks", "1.39, 2.8 to 2.10",
+     "that teardown is `BaseLlmFlow._stop_background_tool_tasks` (2.11 on: "
+     "`google.adk.live._flow_utils`)"),
+    ("node_runtime", "2.0 on",
      "the 2.x node runtime (`google.adk.workflow`)"),
-    ("run_error_callback", "2.5", "`on_run_error_callback` (`run_error` trigger)"),
-    ("abort_signal", "2.11", "`Runner.run_async(abort_signal=...)` (the `caller_abort` "
+    ("run_error_callback", "2.5 on", "`on_run_error_callback` (`run_error` trigger)"),
+    ("live_run_has_own_task", "2.8 on",
+     "a live run's agent runs in a task of ADK's own that ends with the run: the "
+     "plugin sees the end as that task's end (`run_task_done`)"),
+    ("abort_signal", "2.11 on", "`Runner.run_async(abort_signal=...)` (the `caller_abort` "
      "scenario)"),
-    ("background_tool_registry", "2.13",
+    ("background_tool_registry", "2.13 on",
      "background tools kept per call id: ADK issue 7058 fixed"),
 ]
+
+#: The hooks adk_compat installs (chosen by the probes above), for the doc.
+HOOKS = [
+    ("`google.adk.agents.base_agent.BaseAgent.run_live`",
+     "1.14 to 1.39, 2.0 to 2.7 (`live_run_end_hook`)",
+     "for the root agent of a live run only (the Runner hands it the invocation's own "
+     "context; a sub-agent gets its parent's copy, and every other call gets ADK's own "
+     "generator back) the generator ADK reads is wrapped; when it ends (the caller's "
+     "`aclose()`, the queue closed, an error, a cancelled consumer), after the agent's "
+     "whole teardown, each listener plugin of the invocation hears "
+     "`_on_live_teardown(ctx)`: trigger `live_teardown`. ADK looks it up when the run "
+     "starts, after `before_run_callback`, where a plugin that a Runner closed listens "
+     "again"),
+    ("`google.adk.flows.llm_flows.functions._process_function_live_helper`",
+     "1.14 to 1.26 (`live_tool_hook`)",
+     "runs one live call's tool in that call's own task, inside ADK's `execute_tool` "
+     "span: each listener plugin's `before_tool_callback` runs before it, "
+     "`after_tool_callback` after it (a streaming call's background task is registered "
+     "in `active_streaming_tools` by then), `on_tool_error_callback` if it raises (then "
+     "re-raised); what the tool returns is returned unchanged. It runs after the agent's "
+     "own `before_tool_callback`s (1.27 calls plugins first): a live call one of those "
+     "answers runs no tool and gets no span"),
+]
+
+HOOKS_INTRO = """\
+These releases are frozen, so a hook on their live path is safe there. Each is installed
+once per process, with the first `TaskTelemetryPlugin`, only where its probe holds (the
+layout it was written for), and undone when the last plugin closes: the original function
+is put back, the very same object (tests/test_live_hooks.py). A hook calls only the
+`TaskTelemetryPlugin`s registered in the invocation's own plugin manager, never another
+plugin, never changes what ADK runs or returns, and swallows what a listener raises."""
 
 SHORT = {
     "agent_tool_keeps_app_name": "app", "runner_closes_plugins": "close",
     "live_calls_run_plugin_callbacks": "live-cb", "failed_call_cancels_siblings": "sib",
-    "live_teardown_cancels_background_tools": "teardown", "live_teardown_hook": "hook",
-    "node_runtime": "node", "run_error_callback": "run-err", "abort_signal": "abort",
+    "live_teardown_cancels_background_tools": "teardown", "node_runtime": "node",
+    "run_error_callback": "run-err", "abort_signal": "abort",
     "background_tool_registry": "7058-fix", "stop_background_tool_tasks": "stop-bg",
+    "live_run_has_own_task": "live-task", "live_run_end_hook": "end-hook",
+    "live_tool_hook": "tool-hook", "live_send_loop_polls": "polls",
 }
 
 
@@ -72,9 +118,11 @@ def _seed(doc: dict[str, Any]) -> tuple[str, str]:
         truth = f"yes: {', '.join(running)} keeps running"
     orphans = s.get("orphans", [])
     triggers = sorted({str(s["tasks"][c]["detail"]) for c in orphans})
-    reported = (f"{len(orphans)} ({', '.join(orphans)}; {', '.join(triggers)})" if orphans
-                else "0" + ("" if not running else " (plugin sees no live call)"
-                            if not s.get("tasks") else " (missed)"))
+    when = ("at the live run's end" if set(orphans) <= set(s.get("orphans_at_end", []))
+            else "at Runner.close()")
+    reported = (f"{len(orphans)} ({', '.join(orphans)}; {', '.join(triggers)}; {when})"
+                if orphans else "0" + ("" if not running else " (plugin sees no live call)"
+                                       if not s.get("tasks") else " (missed)"))
     return truth, reported
 
 
@@ -113,13 +161,15 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         "scenario on the latest patch of each google-adk minor since 1.14, in a venv of its",
         "own. *Seed bug* is ADK issue 7058 by the tools' own ground truth (which streaming",
         "calls' bodies are still running after the caller left the live run); *orphans",
-        "reported* is what the plugin said (call ids; the `adk.run.end_trigger`).",
+        "reported* is what the plugin said (call ids; the `adk.run.end_trigger`; whether",
+        "it was said when the live run ended or only at `Runner.close()`). *Hooks*: what",
+        "the plugin wraps on that release (see *Hooks* below).",
         "*Differences* are the scenarios whose outcome or ground truth differs from the",
         "newest version. Features: the probes of `adk_compat.features()` that hold.",
         "",
-        "| google-adk | seed bug (ground truth) | orphans reported | features | differences "
-        "from the newest | lifecycle tests |",
-        "|---|---|---|---|---|---|",
+        "| google-adk | seed bug (ground truth) | orphans reported | hooks | features | "
+        "differences from the newest | lifecycle tests |",
+        "|---|---|---|---|---|---|---|",
     ]
     for v in versions:
         doc = docs.get(v)
@@ -127,15 +177,17 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         result = logs / f"google-adk-{v}.result"
         summary = result.read_text().strip() if result.exists() else ""
         if doc is None:
-            lines.append(f"| {v} | not run | | | | {summary or 'not run'} |")
+            lines.append(f"| {v} | not run | | | | | {summary or 'not run'} |")
             continue
         truth, reported = _seed(doc)
         feats = " ".join(SHORT.get(k, k) for k, on in sorted(doc["features"].items()) if on)
         counts = ", ".join(re.findall(r"\d+ (?:passed|failed|xfailed|xpassed|skipped|errors?)",
                                       summary))
         verdict = ("pass" if rc == "0" else "FAIL") + (f" ({counts})" if counts else "")
-        lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {feats or '-'} | "
-                     f"{_diffs(doc, newest)} | {verdict} |")
+        hooks = ", ".join(f"`{'.'.join(h.split('.')[-2:])}`"
+                          for h in doc.get("hooks", [])) or "-"
+        lines.append(f"| {doc['google-adk']} | {truth} | {reported} | {hooks} | "
+                     f"{feats or '-'} | {_diffs(doc, newest)} | {verdict} |")
     missing = [v for v in versions if v not in docs]
     lines += ["", f"{len(docs)} of {len(versions)} minors ran"
               + (f"; not run: {', '.join(missing)}." if missing else ".")]
@@ -163,9 +215,12 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
               "pyproject.toml's lowest bounds installed exactly (tools/lowest_pins.py; "
               "google-adk 1.14.0):",
               "", f"- {low.read_text().strip() if low.exists() else 'not run'}"]
-    lines += ["", "## Where each behaviour changes", "",
-              "| probe | from | what |", "|---|---|---|"]
-    lines += [f"| `{k}` | {since} | {what} |" for k, since, what in CHANGES]
+    lines += ["", "## Where each behaviour holds", "",
+              "| probe | google-adk | what |", "|---|---|---|"]
+    lines += [f"| `{k}` | {where} | {what} |" for k, where, what in CHANGES]
+    lines += ["", "## Hooks", "", *HOOKS_INTRO.splitlines(), "",
+              "| hook | google-adk | what |", "|---|---|---|"]
+    lines += [f"| {k} | {where} | {what} |" for k, where, what in HOOKS]
     output.write_text("\n".join(lines) + "\n")
 
 

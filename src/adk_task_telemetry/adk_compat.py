@@ -10,12 +10,13 @@ not recognise yields ``None``, never an exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import inspect
 import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -72,15 +73,39 @@ def _has_module(name: str) -> bool:
 
 
 def _source_mentions(module: str, func: str, text: str) -> bool | None:
-    """Whether ADK function ``module.func`` mentions ``text``; None if it is not there."""
+    """Whether ADK function ``module.func`` (``Class.method`` too) mentions ``text``;
+    None if it is not there."""
     try:
-        fn = getattr(importlib.import_module(module), func)
+        fn: Any = importlib.import_module(module)
+        for name in func.split("."):
+            fn = getattr(fn, name)
         return text in inspect.getsource(fn)
     except Exception:  # moved, renamed, or no source
         return None
 
 
+def _has_function(module: str, name: str) -> bool:
+    try:
+        return callable(getattr(importlib.import_module(module), name))
+    except Exception:
+        return False
+
+
+def _shape(module: str, cls: str | None, name: str, kind: Callable[[Any], bool],
+           params: tuple[str, ...]) -> bool:
+    """ADK's ``module.cls.name`` (``cls`` None: a module function) is defined right
+    there, is of ``kind`` and takes ``params`` first: the layout a hook was written for."""
+    try:
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls is not None else owner
+        fn = vars(owner)[name]
+        return kind(fn) and tuple(inspect.signature(fn).parameters)[:len(params)] == params
+    except Exception:
+        return False
+
+
 _FUNCTIONS = "google.adk.flows.llm_flows.functions"
+_RUNNERS = "google.adk.runners"
 
 #: ADK keeps live background tools per function-call id
 #: (``InvocationContext._active_background_tools``: the fix of issue 7058, 2.13);
@@ -91,11 +116,10 @@ HAS_BACKGROUND_TOOL_REGISTRY = _has_private_attr(
 #: run raised.
 HAS_RUN_ERROR_CALLBACK = _has_attr(
     "google.adk.plugins.base_plugin", "BasePlugin", "on_run_error_callback")
-#: ADK 2.x's node runtime (``google.adk.workflow``): the task current when a live run
-#: starts is ADK's own and ends at teardown, so the plugin sees the run end there.
+#: ADK 2.x's node runtime (``google.adk.workflow``).
 HAS_NODE_RUNTIME = _has_module("google.adk.workflow")
 #: Live teardown stops background tools in ``BaseLlmFlow._stop_background_tool_tasks``
-#: (1.39, 2.8 to 2.10), the method the live-teardown hook wraps.
+#: (1.39, 2.8 to 2.10).
 HAS_STOP_BACKGROUND_TOOL_TASKS = _has_attr(
     "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow", "_stop_background_tool_tasks")
 #: Live teardown cancels the run's background (streaming) tools at all: the method
@@ -103,15 +127,45 @@ HAS_STOP_BACKGROUND_TOOL_TASKS = _has_attr(
 #: Without it (1.14 to 1.38, 2.0 to 2.7) every streaming call outlives its live run.
 LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS = HAS_STOP_BACKGROUND_TOOL_TASKS or _has_attr(
     "google.adk.live._flow_utils", "stop_background_tool_tasks", "__call__")
-#: ADK fires no plugin hook when a live run tears down its background tools and the
-#: run's end is not otherwise visible (1.x): the plugin wraps that one method.
-NEEDS_LIVE_TEARDOWN_HOOK = HAS_STOP_BACKGROUND_TOOL_TASKS and not HAS_NODE_RUNTIME
 #: Live tool calls go through the plugins' before/after tool callbacks (from 1.27;
 #: before that ADK calls no plugin tool callback for a live call, so the plugin cannot
 #: see live tool tasks at all). Read from ADK's live call path where it has the old
 #: shape; later layouts (2.9 on) moved it and always call the plugins.
 LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
     _FUNCTIONS, "_execute_single_function_call_live", "run_before_tool_callback") is not False
+#: ADK runs a live run's agent in a task of its own that ends when the run does
+#: (``_merge_live_event_streams``: a ``Runner`` method from 2.8, in
+#: ``google.adk.live._runner_utils`` from 2.11), so the plugin sees the end of every
+#: live run as that task's end (``run_task_done``).
+LIVE_RUN_HAS_OWN_TASK = _has_attr(_RUNNERS, "Runner", "_merge_live_event_streams") or (
+    _has_function("google.adk.live._runner_utils", "_merge_live_event_streams"))
+#: The plugin wraps ``BaseAgent.run_live`` to see the end of a live run (its root
+#: agent's run, ``live_teardown``): where ADK gives no signal there (1.14 to 1.39, 2.0
+#: to 2.7) and the method has the shape this hook knows.
+LIVE_RUN_END_HOOK = not LIVE_RUN_HAS_OWN_TASK and _shape(
+    "google.adk.agents.base_agent", "BaseAgent", "run_live", inspect.isasyncgenfunction,
+    ("self", "parent_context"))
+#: The plugin calls its own tool callbacks around ``_process_function_live_helper``
+#: (in the call's task, inside ADK's ``execute_tool`` span), where ADK calls no
+#: plugin callback for a live call (1.14 to 1.26).
+LIVE_TOOL_HOOK = not LIVE_CALLS_RUN_PLUGIN_CALLBACKS and _shape(
+    _FUNCTIONS, None, "_process_function_live_helper", inspect.iscoroutinefunction,
+    ("tool", "tool_context", "function_call", "function_args", "invocation_context")
+) and _source_mentions(_FUNCTIONS, "_execute_single_function_call_live",
+                       "_process_function_live_helper(") is True
+#: A live run's send loop polls the request queue with ``asyncio.wait_for(...,
+#: timeout)`` (1.14 to 1.21). On Python before 3.12 that ``wait_for`` can swallow the
+#: cancel ADK's teardown sends when it lands as a poll times out: the loop goes on, and
+#: the caller's ``aclose()`` of the live run never returns (with or without plugins).
+LIVE_SEND_LOOP_POLLS = _source_mentions(
+    "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow._send_to_model",
+    "asyncio.wait_for(") is True
+#: What the plugin sees on a live run, with the hooks where ADK needs them: every live
+#: tool call, and the run's end (every release since 1.14).
+LIVE_CALLS_SEEN = LIVE_CALLS_RUN_PLUGIN_CALLBACKS or LIVE_TOOL_HOOK
+LIVE_RUN_END_SEEN = LIVE_RUN_HAS_OWN_TASK or LIVE_RUN_END_HOOK
+
+
 def _failed_call_cancels_siblings() -> bool:
     # Before 1.32 the function gathers the call tasks itself and cancels none when one
     # raises; later layouts cancel them (2.9 on: it delegates to a batch executor).
@@ -140,7 +194,10 @@ def features() -> dict[str, bool]:
         "node_runtime": HAS_NODE_RUNTIME,
         "stop_background_tool_tasks": HAS_STOP_BACKGROUND_TOOL_TASKS,
         "live_teardown_cancels_background_tools": LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS,
-        "live_teardown_hook": NEEDS_LIVE_TEARDOWN_HOOK,
+        "live_run_has_own_task": LIVE_RUN_HAS_OWN_TASK,
+        "live_run_end_hook": LIVE_RUN_END_HOOK,
+        "live_tool_hook": LIVE_TOOL_HOOK,
+        "live_send_loop_polls": LIVE_SEND_LOOP_POLLS,
         "live_calls_run_plugin_callbacks": LIVE_CALLS_RUN_PLUGIN_CALLBACKS,
         "failed_call_cancels_siblings": FAILED_CALL_CANCELS_SIBLINGS,
         "runner_closes_plugins": RUNNER_CLOSES_PLUGINS,
@@ -260,56 +317,162 @@ def streaming_task_for(ctx: Any, tool_name: str, call_id: str) -> asyncio.Task[A
     return task if isinstance(task, asyncio.Task) else None
 
 
-# --- ADK 1.x: live teardown ---------------------------------------------------
+# --- hooks on the live path of frozen ADK releases --------------------------------
+#
+# Where a released ADK gives plugins no signal on its live path, the plugin wraps one
+# ADK function there, chosen by the probes above and only on the layout each wrapper
+# was written for. A wrapper calls only the listener plugins registered in that
+# invocation's own plugin manager (never another plugin), never changes what ADK
+# runs or returns, swallows what a listener raises, and stands aside when no listener
+# is in the invocation. Installed once per process with the first listener, undone
+# (the original put back, the very same object) when the last one closes.
 
-_teardown_listeners: weakref.WeakSet[Any] = weakref.WeakSet()
-_teardown_hook_installed = False
+_NEEDS_HOOKS = LIVE_RUN_END_HOOK or LIVE_TOOL_HOOK
+_listeners: weakref.WeakSet[Any] = weakref.WeakSet()
+#: (owner, name) -> (original, wrapper) of each hook in place.
+_installed: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
 
 def add_live_teardown_listener(listener: Any) -> None:
-    """Calls ``listener._on_live_teardown(ctx)`` after a 1.x live run stopped its tools.
+    """Makes ``listener`` (a TaskTelemetryPlugin) hear what this ADK does not tell
+    plugins on its live path, installing the hooks it needs:
 
-    ADK 1.x has no plugin hook at that moment, so on 1.x only we wrap
-    ``BaseLlmFlow._stop_background_tool_tasks`` once per process. The wrapper calls
-    the original first and swallows anything a listener raises.
+    - the end of a live run, as ``listener._on_live_teardown(ctx)`` (LIVE_RUN_END_HOOK);
+    - live tool calls, as its own ``before_tool_callback``, ``after_tool_callback`` and
+      ``on_tool_error_callback``, where 1.27+ calls them (LIVE_TOOL_HOOK).
 
     Every plugin calls this from its constructor, so it is also where the once-per-
     process note about an ADK newer than the newest tested is logged.
     """
     note_untested_adk()
-    if not NEEDS_LIVE_TEARDOWN_HOOK:
+    hooks = _hooks()
+    if not hooks:
         return
-    _teardown_listeners.add(listener)
-    _install_live_teardown_hook()
+    _listeners.add(listener)
+    for owner, name, make in hooks:
+        if (owner, name) not in _installed:
+            original = vars(owner)[name]
+            wrapper = make(original)
+            setattr(owner, name, wrapper)
+            _installed[(owner, name)] = (original, wrapper)
 
 
-def _install_live_teardown_hook() -> None:
-    global _teardown_hook_installed
-    if _teardown_hook_installed:
-        return
-    try:
-        from google.adk.flows.llm_flows.base_llm_flow import BaseLlmFlow
-    except ImportError:  # pragma: no cover - layout of every 1.x we support
-        logger.warning("adk_task_telemetry: cannot hook live teardown on this ADK")
-        return
-    original: Callable[..., Any] | None = getattr(BaseLlmFlow, "_stop_background_tool_tasks", None)
-    if original is None:  # pragma: no cover
-        logger.warning("adk_task_telemetry: cannot hook live teardown on this ADK")
-        return
+def keep_listening(listener: Any) -> None:
+    """``listener`` starts a run: if it was closed, it listens again (ADK's close is not
+    final: an App's plugins outlive a Runner that closed them)."""
+    if _NEEDS_HOOKS and listener not in _listeners:
+        add_live_teardown_listener(listener)
 
-    async def _stop_background_tool_tasks(self: Any, invocation_context: Any) -> None:
+
+def remove_live_listener(listener: Any) -> None:
+    """``listener`` closed: once no listener is left, every hook is undone."""
+    _listeners.discard(listener)
+    if len(_listeners):
+        return
+    for (owner, name), (original, wrapper) in list(_installed.items()):
+        if vars(owner).get(name) is wrapper:
+            setattr(owner, name, original)
+            del _installed[(owner, name)]
+        else:  # someone wrapped ours since: left in place, standing aside
+            logger.debug("adk_task_telemetry: %s.%s was wrapped again; hook kept", owner, name)
+
+
+def live_hooks() -> list[str]:
+    """``owner.name`` of each hook in place now (for docs and checks)."""
+    return sorted(f"{getattr(o, '__name__', o)}.{n}" for o, n in _installed)
+
+
+def _hooks() -> list[tuple[Any, str, Callable[[Any], Any]]]:
+    out: list[tuple[Any, str, Callable[[Any], Any]]] = []
+    if LIVE_RUN_END_HOOK:
+        from google.adk.agents.base_agent import BaseAgent
+        out.append((BaseAgent, "run_live", _run_end_hook))
+    if LIVE_TOOL_HOOK:
+        out.append((importlib.import_module(_FUNCTIONS), "_process_function_live_helper",
+                    _tool_call_hook))
+    return out
+
+
+def _listeners_of(ctx: Any) -> list[Any]:
+    """The listeners registered in the invocation's plugin manager, in its order."""
+    plugins = getattr(getattr(ctx, "plugin_manager", None), "plugins", None)
+    if not plugins or not len(_listeners):
+        return []
+    ours = {id(p) for p in _listeners}
+    return [p for p in plugins if id(p) in ours]
+
+
+def _run_end_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``BaseAgent.run_live``: for the root agent of a live run (the Runner hands it the
+    invocation's own context, whose agent it is; a transfer or a workflow hands a sub-
+    agent a copy whose agent is the parent) the generator ADK reads is wrapped. Its end
+    (the caller's aclose, the queue closed, an error, a cancelled consumer) comes after
+    the agent's whole teardown. Looked up when the run starts, after before_run: a
+    plugin that listens again from its before_run (``keep_listening``) sees that run."""
+
+    @functools.wraps(original)
+    def run_live(self: Any, parent_context: Any, *args: Any, **kwargs: Any) -> Any:
+        events = original(self, parent_context, *args, **kwargs)
         try:
-            await original(self, invocation_context)
-        finally:
-            for listener in list(_teardown_listeners):
-                try:
-                    listener._on_live_teardown(invocation_context)
-                except Exception:  # never break ADK's teardown
-                    logger.debug("live teardown listener failed", exc_info=True)
+            root = getattr(parent_context, "agent", None) is self and is_live(parent_context)
+            listeners = _listeners_of(parent_context) if root else []
+        except Exception:
+            listeners = []
+        return _until_live_run_ends(events, parent_context) if listeners else events
 
-    _stop_background_tool_tasks.__wrapped__ = original  # type: ignore[attr-defined]
-    BaseLlmFlow._stop_background_tool_tasks = _stop_background_tool_tasks  # type: ignore[attr-defined,method-assign]
-    _teardown_hook_installed = True
+    return run_live
+
+
+async def _until_live_run_ends(events: Any, ctx: Any) -> AsyncGenerator[Any, None]:
+    try:
+        async for event in events:
+            yield event
+    finally:
+        try:
+            await events.aclose()
+        finally:
+            for listener in _listeners_of(ctx):
+                try:
+                    listener._on_live_teardown(ctx)
+                except Exception:  # never break ADK's teardown
+                    logger.debug("live run end listener failed", exc_info=True)
+
+
+def _tool_call_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``functions._process_function_live_helper``: runs one live call's tool in the
+    call's own task, inside ADK's ``execute_tool`` span; a streaming call's background
+    task is registered in ``active_streaming_tools`` before it returns."""
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    async def _process_function_live_helper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+            listeners = _listeners_of(bound["invocation_context"])
+            call = {"tool": bound["tool"], "tool_args": bound["function_args"],
+                    "tool_context": bound["tool_context"]}
+        except Exception:
+            listeners = []
+        if not listeners:
+            return await original(*args, **kwargs)
+        await _tell(listeners, "before_tool_callback", call)
+        try:
+            result = await original(*args, **kwargs)
+        except Exception as error:
+            await _tell(listeners, "on_tool_error_callback", {**call, "error": error})
+            raise
+        await _tell(listeners, "after_tool_callback", {**call, "result": result})
+        return result
+
+    return _process_function_live_helper
+
+
+async def _tell(listeners: list[Any], callback: str, kwargs: dict[str, Any]) -> None:
+    for listener in listeners:
+        try:
+            await getattr(listener, callback)(**kwargs)
+        except Exception:  # a listener never breaks the user's call
+            logger.debug("live %s listener failed", callback, exc_info=True)
 
 
 # --- what ADK's signals mean for a tool task --------------------------------------

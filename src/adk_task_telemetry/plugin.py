@@ -104,6 +104,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
         try:
+            compat.keep_listening(self)  # closed before (by a Runner), and used again
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       compat.session_id_of(ctx), ctx, trace.get_current_span(),
@@ -141,12 +142,14 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
+                compat.remove_live_listener(self)  # the last one undoes the ADK hooks
                 await _exit.flush_after_close()
         except Exception:
             self._tracker.failed("close")
 
     def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
-        """ADK 1.x only (see adk_compat): a live run stopped its background tools."""
+        """A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
+        2.0 to 2.7): adk_compat's hook on that release's live path calls this."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
 
     def _run_ended(self, invocation_context: InvocationContext, trigger: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,6 +162,10 @@ class Harness:
         try:
             yield agen
         finally:
+            if compat.LIVE_SEND_LOOP_POLLS and sys.version_info < (3, 12):
+                # Else ADK's teardown may never end (adk_compat.LIVE_SEND_LOOP_POLLS):
+                # closed first, the send loop stops by itself; the caller still leaves.
+                queue.close()
             await agen.aclose()
             queue.close()
 
