@@ -564,6 +564,8 @@ class Tracker:
                 run.sibling_failed = True
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
+            if cause == sc.CancelCause.CALLER_CANCELLED:
+                run.cut_by_caller = True  # whatever signal ends the run (2.5 calls after_run)
         if etype is not None or cause is not None:
             _note_unhappy(run, record.call_id, cause or sc.UnansweredReason.ERROR)
         span = self.span_of(record, outcome, etype)
