@@ -29,9 +29,11 @@ CANCEL_GRACE_S = 5.0
 
 
 def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Task[Any] | None,
-                  metrics: Metrics, *, with_stack: bool, cancel: bool) -> str:
+                  metrics: Metrics, *, with_stack: bool, cancel: bool,
+                  stack: str | None = None) -> str:
     """Tells everything about one orphan, then ends its span (its end is the report).
-    Returns the stack it captured ("" if none)."""
+    ``stack``: where it is stuck, when not in ``task`` (a pool thread's). Returns the
+    stack it reported ("" if none)."""
     run = record.run
     span = record.span
     event_attrs: dict[str, Any] = {
@@ -41,7 +43,8 @@ def report_orphan(record: TaskRecord, trigger: str, age: float, task: asyncio.Ta
         sc.ADK_RUN_END_TRIGGER: trigger,
         sc.ADK_TOOL_TASK_AGE: round(age, 6),
     }
-    stack = suspended_stack(task) if task is not None and with_stack else ""
+    if stack is None:
+        stack = suspended_stack(task) if task is not None and with_stack else ""
     if stack:
         event_attrs[sc.CODE_STACKTRACE] = stack
     span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)

@@ -69,6 +69,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self._redact = redact
         self._max_arg = max_argument_length
         compat.add_live_teardown_listener(self)
+        compat.add_thread_work_listener(self)
         register_shutdown()
 
     # --- public -----------------------------------------------------------------
@@ -93,6 +94,7 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       trace.get_current_span(), _current_task(), ctx)
+            compat.add_thread_work_listener(self)  # again, if a close() removed it
         except Exception:
             self._tracker.failed("before_run_callback")
         return None
@@ -115,6 +117,8 @@ class TaskTelemetryPlugin(BasePlugin):
     async def close(self) -> None:
         try:
             busy = self._tracker.closed()
+            if not busy:  # the last plugin out restores ADK's tool thread pool
+                compat.remove_thread_work_listener(self)
             # ADK's server closes its runners before uvicorn dies by SIGTERM: what
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
@@ -126,6 +130,16 @@ class TaskTelemetryPlugin(BasePlugin):
     def _on_live_teardown(self, invocation_context: Any) -> None:
         """ADK 1.x only (see adk_compat): a live run stopped its background tools."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
+
+    def _on_thread_work(self, work: Any) -> None:
+        """ADK queued a synchronous callable on its tool thread pool (adk_compat), from
+        the task it runs in: a tool call's, whose end now waits for the thread too."""
+        try:
+            record = self._tracker.current()
+            if record is not None:
+                self._tracker.bind_thread_work(record, work)
+        except Exception:
+            self._tracker.failed("thread work")
 
     def _run_ended(self, invocation_context: Any, trigger: str) -> None:
         try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from opentelemetry.trace import Span
 
     from .metrics import Series
@@ -86,12 +88,13 @@ class TrackerState:
 
 class TaskRecord:
     """One tool task. ``task`` is the asyncio task whose end is this record's end;
-    None when the call runs in its run's own task, so that its callbacks end it."""
+    None when the call runs in its run's own task, so that its callbacks end it.
+    ``work``, when set, is a pool thread's call that the record's end waits for too."""
 
     __slots__ = (
         "call_id", "cancel_cause", "error", "holder", "invocation_id", "key", "kind", "on_done",
         "orphaned_at", "returned", "run", "series", "span", "start", "state", "task",
-        "tool_name",
+        "tool_name", "waiting_for_work", "work",
     )
 
     def __init__(self, run: RunRecord, key: str, call_id: str, tool_name: str, kind: str,
@@ -113,6 +116,12 @@ class TaskRecord:
         self.returned = False  # after_tool_callback ran: the call produced a result
         self.cancel_cause: str | None = None  # known before the cancellation lands
         self.orphaned_at = 0.0
+        # The call's synchronous callable, running in a pool thread (ADK's tool thread
+        # pool): the record ends only once both it and ``task`` are done.
+        self.work: Future[Any] | None = None
+        # Its task ended while ``work`` still ran (a cancelled event, if any, is on the
+        # span already): the record waits for the work.
+        self.waiting_for_work = False
         # What the plugin's context variable holds: emptied when the record ends,
         # so a finished asyncio task that ADK keeps around does not keep it.
         self.holder: list[TaskRecord | None] = [self]

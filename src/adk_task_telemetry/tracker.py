@@ -24,6 +24,7 @@ import logging
 import time
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -48,6 +49,7 @@ from .records import (
     TaskSeen,
     TrackerState,
 )
+from .stacks import thread_stack
 from .version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -280,7 +282,11 @@ class Tracker:
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
         task = record.task
-        if task is None:  # the call runs (ran) in the run's driving task
+        if _working(record):  # its thread still runs the callable: nothing stops that
+            if task is not None and task.done():
+                self._waits_for_work(record, task)
+            self._orphan(record, trigger, task)
+        elif task is None:  # the call runs (ran) in the run's driving task
             if record.error is not None or record.returned:
                 self._end_returned(record)
             elif record.run.still_running():
@@ -397,9 +403,9 @@ class Tracker:
     def _task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         try:
             if record.state == OPEN:
-                if task is record.task:
+                if task is record.task and not self._waits_for_work(record, task):
                     self._end_from_task(record, task)
-            elif record.state == ORPHANED:
+            elif record.state == ORPHANED and not _working(record):
                 self._orphan_ended(record, task)
         except Exception:
             self.failed("tool-task end")
@@ -424,6 +430,65 @@ class Tracker:
         else:
             self._end(record, sc.Outcome.ERROR, record.error)
 
+    # --- thread work (a synchronous callable on ADK's tool thread pool) ----------------
+
+    def bind_thread_work(self, record: TaskRecord, work: Future[Any]) -> None:
+        """The call's synchronous callable runs in a pool thread as ``work``.
+
+        Called on the loop's thread, from the call's own task, right after ADK
+        submitted the callable. From then on the record ends only once both its task
+        and ``work`` are done: a thread cannot be cancelled, so a call whose task is
+        cancelled while its callable runs stays open (the ``cancelled`` event is added
+        at that moment) and is orphaned if its run ends first, with the thread's stack.
+        """
+        if record.state != OPEN:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+        except RuntimeError:  # a pool thread (a nested call): not the call's own task
+            return
+        if task is None or task is not (record.task or record.run.driver):
+            return
+        record.work = work
+        work.add_done_callback(partial(self._work_done_in_thread, record, loop))
+
+    def _work_done_in_thread(self, record: TaskRecord, loop: asyncio.AbstractEventLoop,
+                             work: Future[Any]) -> None:
+        """``work``'s done-callback, on the pool thread: handed to the loop only when
+        the record waits for it. While its task still awaits the result, the task's
+        own end comes next and finds the work done."""
+        task = record.task
+        if record.state == OPEN and task is not None and not task.done():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(self._work_done, record, work)
+
+    def _work_done(self, record: TaskRecord, work: Future[Any]) -> None:
+        try:
+            task = record.task
+            if record.work is not work or (task is not None and not task.done()):
+                return  # another callable's, or its task's own end follows
+            if record.state == OPEN and task is not None:
+                self._end_from_task(record, task)
+            elif record.state == ORPHANED:
+                self._orphan_ended(record, task)
+        except Exception:
+            self.failed("thread work end")
+
+    def _waits_for_work(self, record: TaskRecord, task: asyncio.Task[Any]) -> bool:
+        """``task`` has ended: whether its thread work still runs (the record waits).
+        A cancelled task's ``cancelled`` event is told now, when it happened."""
+        if not _working(record):
+            return False
+        if not record.waiting_for_work:
+            record.waiting_for_work = True
+            if task.cancelled():
+                cause = record.cancel_cause = record.cancel_cause or compat.cancel_cause(
+                    record.kind, record.run.sibling_failed)
+                record.span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+        return True
+
     # --- the transitions --------------------------------------------------------------
 
     def _leave(self, record: TaskRecord, state: str) -> bool:
@@ -438,6 +503,7 @@ class Tracker:
         if state == ENDED:
             record.holder[0] = None
             record.task = None
+            record.work = None
         if not run.tasks:
             self._watch(run)
         return True
@@ -461,7 +527,8 @@ class Tracker:
                     run.sibling_failed = True
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
-            span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+            if not record.waiting_for_work:  # else told when its task was cancelled
+                span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
         if outcome in (sc.Outcome.ERROR, sc.Outcome.CANCELLED):
             _note_unhappy(run, record.call_id, cause or sc.UnansweredReason.ERROR)
         span.end()
@@ -481,8 +548,11 @@ class Tracker:
         self._stacks_left -= with_stack
         run = record.run
         _note_unhappy(run, record.call_id, sc.UnansweredReason.ORPHANED)
+        work = record.work if _working(record) else None
         stack = report_orphan(record, trigger, now - record.start, task, self.metrics,
-                              with_stack=with_stack, cancel=self.options.cancel_orphans)
+                              with_stack=with_stack, cancel=self.options.cancel_orphans,
+                              stack=None if work is None else
+                              thread_stack(work) if with_stack else "")
         record.run = DETACHED  # the run is over: hold nothing of it
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
@@ -499,11 +569,13 @@ class Tracker:
         self._orphan(record, trigger, task)
 
     def _watch_orphan(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
-        """Keeps the orphan until ``task`` ends (its done-callback is the record)."""
+        """Keeps the orphan until ``task`` ends (its done-callback is the record), and
+        its thread work if it has any."""
         if task is None or task.done():
-            self._orphan_ended(record, task)
-            return
-        if record.task is not task:
+            if not _working(record):
+                self._orphan_ended(record, task)
+                return
+        elif record.task is not task:
             if record.task is not None:
                 record.task.remove_done_callback(record)
             task.add_done_callback(record)
@@ -516,7 +588,10 @@ class Tracker:
             return
         record.state = ENDED
         self._orphans.discard(record)
-        if task is None or task.cancelled():
+        work, record.work = record.work, None
+        if work is not None and (task is None or task.cancelled()):
+            outcome = _outcome_of(work)  # what the thread, which outlived it, did
+        elif task is None or task.cancelled():
             outcome = sc.Outcome.CANCELLED
         elif task.exception() is not None:
             outcome = sc.Outcome.ERROR
@@ -537,6 +612,18 @@ class Tracker:
             self._watch(run)
             if run.finalizer is not None:
                 run.finalizer.detach()
+
+
+def _working(record: TaskRecord) -> bool:
+    """The record's thread work is still queued or running."""
+    work = record.work
+    return work is not None and not work.done()
+
+
+def _outcome_of(work: Future[Any]) -> str:
+    if work.cancelled():
+        return sc.Outcome.CANCELLED
+    return sc.Outcome.ERROR if work.exception() is not None else sc.Outcome.OK
 
 
 def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
