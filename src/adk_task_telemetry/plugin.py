@@ -16,6 +16,7 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
 from . import exit as _exit
+from . import pool_metrics
 from . import semconv as sc
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import OpenTask, TrackerState
@@ -61,8 +62,9 @@ class TaskTelemetryPlugin(BasePlugin):
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
         # gives the plugin one of its own (exit.py): use it unless told otherwise.
-        self._tracker = Tracker(tracer_provider, meter_provider or _exit.plugin_meter_provider(),
-                                Options(
+        meter_provider = meter_provider or _exit.plugin_meter_provider()
+        pool_metrics.observe(meter_provider)
+        self._tracker = Tracker(tracer_provider, meter_provider, Options(
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks))
         self._capture = capture_arguments

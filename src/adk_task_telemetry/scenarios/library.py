@@ -9,7 +9,11 @@ reported by the plugin is really still running.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import concurrent.futures.thread
 import contextlib
+import sys
+import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,26 +38,54 @@ USER_ID = "user"
 
 
 class Probe:
-    """What the scenario's tools did: the task running each call's body."""
+    """What the scenario's tools did: the task running each call's body (for a body
+    on a pool thread, the pool's own future of that call, wrapped for the loop)."""
 
     def __init__(self) -> None:
-        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.tasks: dict[str, asyncio.Future[Any]] = {}
         # The app ADK ran each call's invocation under (a nested AgentTool run's
         # differs on old ADK).
         self.app_names: dict[str, str] = {}
         self._started: dict[str, asyncio.Event] = {}
         # Set by cleanup(): tools that ignore cancellation check it to stop.
         self.stopping = False
+        # Set by cleanup() too: synchronous tools block on it (a thread cannot be
+        # cancelled; this ends their blocking work early).
+        self.stop = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):  # made outside the loop: found on enter
+            self.loop = asyncio.get_running_loop()
 
     def enter(self, tool_context: ToolContext) -> None:
         call_id = tool_context.function_call_id or ""
         task = asyncio.current_task()
         if task is not None:
             self.tasks[call_id] = task
+            self.loop = task.get_loop()
         app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
         if isinstance(app, str):
             self.app_names[call_id] = app
         self._event(call_id).set()
+
+    def enter_thread(self, tool_context: ToolContext) -> None:
+        """``enter`` for a synchronous body that ADK runs on a pool thread. Its truth
+        is the ThreadPoolExecutor's future of this very call (done once the callable
+        has returned), taken from the work item that runs this frame."""
+        call_id = tool_context.function_call_id or ""
+        work = _pool_future()
+        loop = self.loop
+        if work is None or loop is None:  # this ADK runs it on the event loop after all
+            self.enter(tool_context)
+            return
+        app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
+
+        def entered() -> None:
+            self.tasks[call_id] = asyncio.wrap_future(work, loop=loop)
+            if isinstance(app, str):
+                self.app_names[call_id] = app
+            self._event(call_id).set()
+
+        loop.call_soon_threadsafe(entered)
 
     def _event(self, call_id: str) -> asyncio.Event:
         return self._started.setdefault(call_id, asyncio.Event())
@@ -72,13 +104,28 @@ class Probe:
         return [cid for cid, t in self.tasks.items() if not t.done()]
 
     async def cleanup(self) -> None:
-        """Cancels every body task still running (orphans included) and waits."""
+        """Cancels every body task still running (orphans included), stops blocking
+        thread bodies, and waits."""
         self.stopping = True
+        self.stop.set()
         left = [t for t in self.tasks.values() if not t.done()]
         for t in left:
-            t.cancel()
+            if isinstance(t, asyncio.Task):  # a thread's future: it ends when it returns
+                t.cancel()
         if left:
             await asyncio.wait(left, timeout=5.0)
+
+
+def _pool_future() -> concurrent.futures.Future[Any] | None:
+    """The future of the ThreadPoolExecutor call that runs the caller, if one does."""
+    run = getattr(getattr(concurrent.futures.thread, "_WorkItem", None), "run", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is getattr(run, "__code__", None):
+            work = getattr(frame.f_locals.get("self"), "future", None)
+            return work if isinstance(work, concurrent.futures.Future) else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 @dataclass
@@ -271,6 +318,12 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         await asyncio.sleep(0.05)
         return {"topic": topic, "status": "sent"}
 
+    def crunch_numbers(seconds: float, tool_context: ToolContext) -> dict[str, str]:
+        """Crunches numbers (a synchronous tool: it blocks its thread for ``seconds``)."""
+        probe.enter_thread(tool_context)
+        probe.stop.wait(seconds)  # the blocking work (cleanup() ends it early)
+        return {"status": "crunched"}
+
     def open_ticket(issue: str, tool_context: ToolContext) -> dict[str, str]:
         """Opens a ticket that a human resolves later (a long-running tool)."""
         probe.enter(tool_context)
@@ -278,7 +331,8 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
 
     return {f.__name__: f for f in (
         lookup_order, add_numbers, slow_search, wait_briefly, flaky_api, monitor_stock,
-        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page)}
+        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page,
+        crunch_numbers)}
 
 
 def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
@@ -467,6 +521,31 @@ async def _consumer_cancelled(h: Harness) -> None:
         h.run.error = e
 
 
+def _pool_config() -> RunConfig:
+    from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
+
+    return RunConfig(tool_thread_pool_config=ToolThreadPoolConfig())
+
+
+async def _thread_pool_call(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.05)]],
+                   [t["crunch_numbers"]])
+    await h.run_async(agent, run_config=_pool_config())
+
+
+async def _thread_pool_timeout(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=1.0)]],
+                   [t["crunch_numbers"]])
+    run = asyncio.ensure_future(h.run_async(agent, run_config=_pool_config()))
+    await h.probe.wait_started("call-crunch")
+    try:
+        await asyncio.wait_for(run, 0.3)
+    except asyncio.TimeoutError as e:
+        h.run.error = e
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("seed_bug", "live: two calls to one streaming tool, then the caller leaves "
              "(ADK issue 7058)", "live", _seed_bug),
@@ -495,6 +574,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("live_stubborn_tool", "live: a streaming tool that ignores cancellation (an "
              "application bug: orphaned on every ADK version)", "live", _live_stubborn_tool,
              audit=False),
+    Scenario("thread_pool_call", "a synchronous tool that ADK runs on its tool thread pool "
+             "(2.11 on)", "async", _thread_pool_call,
+             available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
+    Scenario("thread_pool_timeout", "a timeout around run_async cuts a synchronous tool on "
+             "ADK's thread pool; its thread runs on (a thread cannot be cancelled: orphaned "
+             "on every ADK that uses the pool)", "async", _thread_pool_timeout, audit=False,
+             available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
     Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
              "mode)", "async", _fire_and_forget, audit=False),
     Scenario("unended_span", "a tool opens a span and never ends it (seen with "
