@@ -34,8 +34,10 @@ RUNNING_AT_END: dict[str, set[str]] = {
     "live_stream_teardown": set() if TEARDOWN_CANCELS else {"call-goog"},
     "live_stubborn_tool": {"call-feed"},
     "parallel_one_fails": set() if SIBLINGS_CANCELLED else {"call-s1", "call-s2"},
-    # A thread cannot be cancelled: the callable runs on after its caller's timeout.
+    # A thread cannot be cancelled: the callable runs on after its caller's timeout, or
+    # after the caller left the live run.
     "thread_pool_timeout": {"call-crunch"},
+    "live_thread_pool": {"call-crunch"},
 }
 
 
@@ -94,6 +96,9 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
         "thread_pool_timeout": {
             "call-crunch": ("crunch_numbers", "call", "orphaned", "caller_cancelled")}}
        if compat.RUN_ASYNC_USES_TOOL_THREAD_POOL else {}),
+    **({"live_thread_pool": {
+        "call-crunch": ("crunch_numbers", "call", "orphaned", "caller_cancelled")}}
+       if compat.HAS_TOOL_THREAD_POOL else {}),
     "seed_bug": {c: _teardown(c, "seed_bug") for c in ("call-goog", "call-msft")},
 }
 LIVE_SCENARIOS = {n for n, s in SCENARIOS.items() if s.mode == "live"}

@@ -51,6 +51,7 @@ SHORT = {
     "live_teardown_cancels_background_tools": "teardown", "live_teardown_hook": "hook",
     "node_runtime": "node", "run_error_callback": "run-err", "abort_signal": "abort",
     "background_tool_registry": "7058-fix", "stop_background_tool_tasks": "stop-bg",
+    "tool_thread_pool": "pool", "run_async_tool_thread_pool": "pool-async",
 }
 
 

@@ -461,8 +461,10 @@ class Tracker:
         task = record.task
         if record.state == OPEN and task is not None and not task.done():
             return
-        with contextlib.suppress(RuntimeError):  # the loop is closed
+        try:
             loop.call_soon_threadsafe(self._work_done, record, work)
+        except RuntimeError:  # its loop is closed (asyncio.run returned): ends here
+            self._work_done(record, work)
 
     def _work_done(self, record: TaskRecord, work: Future[Any]) -> None:
         try:
@@ -557,6 +559,7 @@ class Tracker:
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, sc.Outcome.ORPHANED,
+                                record.cancel_cause if record.waiting_for_work else None,
                                 trigger=trigger, stacktrace=stack))
         self._watch_orphan(record, task)
 

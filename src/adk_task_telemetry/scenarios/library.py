@@ -14,6 +14,7 @@ import concurrent.futures.thread
 import contextlib
 import sys
 import threading
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ class Probe:
 
     def __init__(self) -> None:
         self.tasks: dict[str, asyncio.Future[Any]] = {}
+        self.threads: dict[str, int] = {}  # call id -> ident of the pool thread running it
         # The app ADK ran each call's invocation under (a nested AgentTool run's
         # differs on old ADK).
         self.app_names: dict[str, str] = {}
@@ -52,6 +54,8 @@ class Probe:
         # Set by cleanup() too: synchronous tools block on it (a thread cannot be
         # cancelled; this ends their blocking work early).
         self.stop = threading.Event()
+        #: Moments (time.monotonic()) a scenario or tool notes, by name.
+        self.times: dict[str, float] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         with contextlib.suppress(RuntimeError):  # made outside the loop: found on enter
             self.loop = asyncio.get_running_loop()
@@ -78,6 +82,7 @@ class Probe:
             self.enter(tool_context)
             return
         app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
+        self.threads[call_id] = threading.get_ident()
 
         def entered() -> None:
             self.tasks[call_id] = asyncio.wrap_future(work, loop=loop)
@@ -93,6 +98,16 @@ class Probe:
     async def wait_started(self, *call_ids: str, timeout: float = 15.0) -> None:
         waits = [self._event(cid).wait() for cid in call_ids]
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
+
+    async def wait_blocked(self, call_id: str, timeout: float = 15.0) -> None:
+        """Until the thread body of ``call_id`` blocks on ``stop`` (its stack says so)."""
+        await self.wait_started(call_id, timeout=timeout)
+        ident = self.threads[call_id]
+
+        async def blocked() -> None:
+            while getattr(sys._current_frames().get(ident), "f_code", None) is not _WAITING:
+                await asyncio.sleep(0.005)
+        await asyncio.wait_for(blocked(), timeout)
 
     async def wait_finished(self, *call_ids: str, timeout: float = 15.0) -> None:
         await self.wait_started(*call_ids, timeout=timeout)
@@ -114,6 +129,10 @@ class Probe:
                 t.cancel()
         if left:
             await asyncio.wait(left, timeout=5.0)
+
+
+#: Where a thread blocked in ``threading.Event.wait`` is, innermost.
+_WAITING = threading.Condition.wait.__code__
 
 
 def _pool_future() -> concurrent.futures.Future[Any] | None:
@@ -196,13 +215,14 @@ class Harness:
                 self.run.events.append(event)
 
     @contextlib.asynccontextmanager
-    async def live(self, agent: LlmAgent) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
+    async def live(self, agent: LlmAgent, **config_fields: Any
+                   ) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
         """A live run; leaving the block is the caller leaving (aclose)."""
         runner = self.runner(agent)
         sid = await self._session(runner)
         queue = LiveRequestQueue()
         config = RunConfig(streaming_mode=StreamingMode.BIDI,
-                           response_modalities=[types.Modality.TEXT])
+                           response_modalities=[types.Modality.TEXT], **config_fields)
         agen = runner.run_live(
             user_id=USER_ID, session_id=sid, live_request_queue=queue, run_config=config)
         try:
@@ -321,7 +341,9 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
     def crunch_numbers(seconds: float, tool_context: ToolContext) -> dict[str, str]:
         """Crunches numbers (a synchronous tool: it blocks its thread for ``seconds``)."""
         probe.enter_thread(tool_context)
-        probe.stop.wait(seconds)  # the blocking work (cleanup() ends it early)
+        # The blocking work (cleanup() ends it early).
+        probe.stop.wait(seconds)
+        probe.times[f"{tool_context.function_call_id}/returned"] = time.monotonic()
         return {"status": "crunched"}
 
     def open_ticket(issue: str, tool_context: ToolContext) -> dict[str, str]:
@@ -539,11 +561,29 @@ async def _thread_pool_timeout(h: Harness) -> None:
     agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=1.0)]],
                    [t["crunch_numbers"]])
     run = asyncio.ensure_future(h.run_async(agent, run_config=_pool_config()))
-    await h.probe.wait_started("call-crunch")
+    await h.probe.wait_blocked("call-crunch")
+    h.probe.times["timeout_from"] = time.monotonic()
     try:
         await asyncio.wait_for(run, 0.3)
     except asyncio.TimeoutError as e:
         h.run.error = e
+    h.probe.times["run_left"] = time.monotonic()  # the caller has left the run
+
+
+async def _live_thread_pool(h: Harness) -> None:
+    from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
+
+    t = _tools(h.probe)
+    agent, model = _live_agent("analyst", [t["crunch_numbers"]])
+    async with h.live(agent, tool_thread_pool_config=ToolThreadPoolConfig()) as agen:
+        model.say_live(call("crunch_numbers", "call-crunch", seconds=30.0))
+        consumer = asyncio.ensure_future(h.live_until(agen, lambda: False, timeout=30))
+        try:
+            await h.probe.wait_blocked("call-crunch")
+        finally:
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+    # leaving the block: the caller walks away while the thread still crunches
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
@@ -581,6 +621,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "ADK's thread pool; its thread runs on (a thread cannot be cancelled: orphaned "
              "on every ADK that uses the pool)", "async", _thread_pool_timeout, audit=False,
              available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
+    Scenario("live_thread_pool", "live: the caller leaves while a synchronous tool runs on "
+             "ADK's thread pool (1.24 on); its thread runs on", "live", _live_thread_pool,
+             audit=False, available=lambda: compat.HAS_TOOL_THREAD_POOL),
     Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
              "mode)", "async", _fire_and_forget, audit=False),
     Scenario("unended_span", "a tool opens a span and never ends it (seen with "
