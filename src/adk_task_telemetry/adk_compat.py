@@ -503,14 +503,16 @@ def add_thread_work_listener(listener: Any) -> None:
     """
     if not HAS_TOOL_THREAD_POOL:
         return
-    _work_listeners.add(listener)
-    _install_pool_hook()
+    if listener not in _work_listeners:  # (every run start asks again: keep it cheap)
+        _work_listeners.add(listener)
+    if _getter_hook is None:
+        _install_pool_hook()
 
 
 def remove_thread_work_listener(listener: Any) -> None:
     _work_listeners.discard(listener)
     if not _work_listeners:
-        restore_pool_hook()
+        _restore_pool_hook()
 
 
 def _install_pool_hook() -> None:
@@ -532,7 +534,7 @@ def _install_pool_hook() -> None:
     _swap_getter(original, _get_tool_thread_pool)
 
 
-def restore_pool_hook() -> None:
+def _restore_pool_hook() -> None:
     """Puts ADK's getter back and removes ``submit`` from every pool it returned."""
     global _getter_hook
     hook, _getter_hook = _getter_hook, None
@@ -547,8 +549,9 @@ def restore_pool_hook() -> None:
 
 def _swap_getter(old: Any, new: Any) -> None:
     for name, module in list(sys.modules.items()):
+        # The module's own namespace: a lazy module __getattr__ is never asked.
         if (name == "google.adk" or name.startswith("google.adk.")) and getattr(
-                module, _GETTER_NAME, None) is old:
+                module, "__dict__", {}).get(_GETTER_NAME) is old:
             setattr(module, _GETTER_NAME, new)
 
 
