@@ -22,11 +22,12 @@ benchmarks/results/thread_pool.json.
 
     python -m benchmarks.bench_thread_pool --baseline-src PATH --callgrind
 
-counts instructions instead (valgrind's callgrind, per thread): deterministic, so a
-loaded machine cannot blur a small difference. Each (tree, workload, plugin or not)
-runs twice, at two sizes, in a process of its own; the difference over the difference
-in tasks is the cost per task, start-up and warm-up cancelled out. Results go to
-benchmarks/results/thread_pool_callgrind.json.
+counts the event loop thread's instructions instead (valgrind's callgrind, threads
+apart: a client-request dump holds the calling thread's cost since its last dump):
+deterministic, so a loaded machine cannot blur a small difference. One valgrind
+process per tree runs every (workload, plugin or not) at two sizes between dumps; the
+difference over the difference in tasks is the cost per task, warm-up cancelled out.
+Results go to benchmarks/results/thread_pool_callgrind.json.
 """
 
 from __future__ import annotations
@@ -169,8 +170,9 @@ def session_main(build_dir: Path, steps: list[tuple[str, str, int]]) -> None:
             adk_compat.add_thread_work_listener(w.plugin)  # back, outside the step
 
 
-def _callgrind_session(src: Path, steps: list[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
-    """Instructions (Ir) of each step: the loop thread's (the main thread) and all."""
+def _callgrind_session(src: Path, steps: list[tuple[str, str, int]]) -> dict[str, int]:
+    """Instructions (Ir) of each step on the loop thread (the main thread, which
+    issues the dumps: another thread's cost is not in them)."""
     import glob
     import re
     import tempfile
@@ -181,17 +183,13 @@ def _callgrind_session(src: Path, steps: list[tuple[str, str, int]]) -> dict[str
                         f"--callgrind-out-file={d}/cg.out", sys.executable, "-m",
                         "benchmarks.bench_thread_pool", "--session", d, json.dumps(steps)],
                        check=True, env=env, cwd=ROOT, capture_output=True)
-        out: dict[str, dict[str, int]] = {}
-        for path in glob.glob(f"{d}/cg.out.*-*"):
+        out: dict[str, int] = {}
+        for path in glob.glob(f"{d}/cg.out.*-01"):
             text = Path(path).read_text(errors="replace")
             label = re.search(r"^desc: Trigger: Client Request: (.*)$", text, re.M)
             total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
-            if not label or not label.group(1).startswith("step ") or not total:
-                continue
-            ir = out.setdefault(label.group(1)[5:], {"loop": 0, "process": 0})
-            ir["process"] += int(total.group(1))
-            if path.endswith("-01"):
-                ir["loop"] += int(total.group(1))
+            if label and label.group(1).startswith("step ") and total:
+                out[label.group(1)[5:]] = int(total.group(1))
     return out
 
 
@@ -206,16 +204,13 @@ def callgrind_main(trees: dict[str, Path], quick: bool) -> dict[str, Any]:
         got = _callgrind_session(src, steps)
         for wl in WORKLOADS:
             tasks = (sizes[wl][1] - sizes[wl][0]) * CALLS
-            per_task = {v: {k: (got[f"{wl} {v} {sizes[wl][1]}"][k]
-                                - got[f"{wl} {v} {sizes[wl][0]}"][k]) / tasks
-                            for k in ("loop", "process")} for v in ("none", "plugin")}
+            per_task = {v: (got[f"{wl} {v} {sizes[wl][1]}"] - got[f"{wl} {v} {sizes[wl][0]}"])
+                        / tasks for v in ("none", "plugin")}
             out.setdefault(name, {})[wl] = {
-                "plugin_ir": {k: round(v) for k, v in per_task["plugin"].items()},
-                "none_ir": {k: round(v) for k, v in per_task["none"].items()},
-                "added_ir": {k: round(per_task["plugin"][k] - per_task["none"][k])
-                             for k in ("loop", "process")}}
+                "plugin_ir": round(per_task["plugin"]), "none_ir": round(per_task["none"]),
+                "added_ir": round(per_task["plugin"] - per_task["none"])}
         print(f"[bench] callgrind {name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
-    return {"what": "instructions per tool task (callgrind Ir): loop thread, all threads",
+    return {"what": "instructions per tool task on the event loop thread (callgrind Ir)",
             "sizes_runs": sizes, "calls_per_run": CALLS,
             "trees": {k: str(v) for k, v in trees.items()}, "results": out}
 

@@ -72,6 +72,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self._max_arg = max_argument_length
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
+        self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
         register_shutdown()
 
     # --- public -----------------------------------------------------------------
@@ -96,7 +97,9 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       trace.get_current_span(), _current_task(), ctx)
-            compat.add_thread_work_listener(self)  # again, if a close() removed it
+            if not self._hooked:  # a closed plugin serves another run
+                compat.add_thread_work_listener(self)
+                self._hooked = True
         except Exception:
             self._tracker.failed("before_run_callback")
         return None
@@ -121,6 +124,7 @@ class TaskTelemetryPlugin(BasePlugin):
             busy = self._tracker.closed()
             if not busy:  # the last plugin out restores ADK's tool thread pool
                 compat.remove_thread_work_listener(self)
+                self._hooked = False
             # ADK's server closes its runners before uvicorn dies by SIGTERM: what
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.

@@ -403,7 +403,8 @@ class Tracker:
     def _task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         try:
             if record.state == OPEN:
-                if task is record.task and not self._waits_for_work(record, task):
+                if task is record.task and (record.work is None
+                                            or not self._waits_for_work(record, task)):
                     self._end_from_task(record, task)
             elif record.state == ORPHANED and not _working(record):
                 self._orphan_ended(record, task)
