@@ -13,6 +13,9 @@ no-plugin baseline in the same process:
 
 - ``callbacks``: the plugin's callbacks driven as ADK drives them (async tool tasks),
   minus the same harness with a plugin that does nothing;
+- ``callbacks_sync_pool``: the same, each tool body a ``run_in_executor`` call on ADK's
+  own tool thread pool (taken from ADK's getter, as ADK does, hooked or not): what a
+  synchronous tool adds, without the Runner's noise;
 - ``runner_async``: ADK's Runner, runs of 10 parallel calls to an async tool;
 - ``runner_sync_pool``: the same with a synchronous tool and
   ``RunConfig.tool_thread_pool_config`` (ADK 2.11 on runs it on the pool).
@@ -48,10 +51,36 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "thread_pool.json"
 CALLS = 10
-WORKLOADS = ("callbacks", "runner_async", "runner_sync_pool")
+WORKLOADS = ("callbacks", "callbacks_sync_pool", "runner_async", "runner_sync_pool")
 
 
 # --- in the worker process ------------------------------------------------------------
+
+
+async def _drive_sync_pool(plugin: Any, runs: int, prefix: str) -> int:
+    """``drive_runs`` with a synchronous body on ADK's tool thread pool: each call's
+    task submits it through ``loop.run_in_executor`` and awaits the result."""
+    from google.adk.flows.llm_flows import functions
+
+    from .common import FakeInvocationContext, FakeToolContext, FunctionTool
+
+    tool, args = FunctionTool(), {"item": 1}
+    loop = asyncio.get_running_loop()
+
+    async def one(tc: FakeToolContext) -> Any:
+        await plugin.before_tool_callback(tool=tool, tool_args=args, tool_context=tc)
+        pool = functions._get_tool_thread_pool(4)  # ADK's (through the hook when on)
+        result = await loop.run_in_executor(pool, tool.func, 1)
+        await plugin.after_tool_callback(tool=tool, tool_args=args, tool_context=tc,
+                                         result=result)
+        return result
+
+    for r in range(runs):
+        ctx = FakeInvocationContext(f"{prefix}-{r}")
+        await plugin.before_run_callback(invocation_context=ctx)
+        await asyncio.gather(*(one(FakeToolContext(f"call-{i}", ctx)) for i in range(CALLS)))
+        await plugin.after_run_callback(invocation_context=ctx)
+    return runs * CALLS
 
 
 async def _runner_runs(plugins: list[Any], runs: int, sync_on_pool: bool) -> int:
@@ -113,6 +142,9 @@ class _Worker:
         if workload == "callbacks":
             coro = drive_runs(self.plugin if with_plugin else self.null, size, CALLS,
                               prefix=f"P{self.counter}")
+        elif workload == "callbacks_sync_pool":
+            coro = _drive_sync_pool(self.plugin if with_plugin else self.null, size,
+                                    prefix=f"S{self.counter}")
         else:
             coro = _runner_runs([self.plugin] if with_plugin else [], size,
                                 workload == "runner_sync_pool")
@@ -163,9 +195,11 @@ def session_main(build_dir: Path, steps: list[tuple[str, str, int]]) -> None:
         if variant == "none" and remove is not None:
             remove(w.plugin)  # no hook on the pool: as if no plugin existed
         gc.collect()
+        gc.disable()  # when the collector runs depends on the heap, not on the code
         dump("idle")
         w.sample(wl, variant == "plugin", size, collect=False)
         dump(f"step {wl} {variant} {size}")
+        gc.enable()
         if variant == "none" and remove is not None:
             adk_compat.add_thread_work_listener(w.plugin)  # back, outside the step
 
@@ -194,7 +228,8 @@ def _callgrind_session(src: Path, steps: list[tuple[str, str, int]]) -> dict[str
 
 
 def callgrind_main(trees: dict[str, Path], quick: bool) -> dict[str, Any]:
-    sizes = {"callbacks": (20, 120), "runner_async": (4, 24), "runner_sync_pool": (4, 24)}
+    sizes = {"callbacks": (20, 120), "callbacks_sync_pool": (20, 120),
+             "runner_async": (4, 24), "runner_sync_pool": (4, 24)}
     if quick:
         sizes = {k: (2, 4) for k in sizes}
     steps = [(wl, variant, n) for wl in WORKLOADS for variant in ("none", "plugin")
@@ -307,8 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(doc["results"], indent=1, sort_keys=True))
         return 0
     rounds = 2 if args.quick else args.rounds
-    sizes = {"callbacks": 30, "runner_async": 3, "runner_sync_pool": 3} if args.quick else {
-        "callbacks": 300, "runner_async": 20, "runner_sync_pool": 20}
+    sizes = {"callbacks": 30, "callbacks_sync_pool": 30, "runner_async": 3,
+             "runner_sync_pool": 3} if args.quick else {
+        "callbacks": 300, "callbacks_sync_pool": 300, "runner_async": 20,
+        "runner_sync_pool": 20}
     trees = {"this": ROOT / "src", "baseline": args.baseline_src.resolve()}
     procs = {name: _Proc(src) for name, src in trees.items()}
     added: dict[str, dict[str, dict[str, list[float]]]] = {
