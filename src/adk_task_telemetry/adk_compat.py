@@ -461,7 +461,9 @@ def _run_async_uses_pool() -> bool:
 RUN_ASYNC_USES_TOOL_THREAD_POOL = HAS_TOOL_THREAD_POOL and _run_async_uses_pool()
 
 _GETTER_NAME = "_get_tool_thread_pool"
-_work_listeners: weakref.WeakSet[Any] = weakref.WeakSet()
+#: The listeners, weakly: a tuple, so that a submission reads it without a lock or a
+#: copy (WeakSet iteration costs more than the rest of the hook).
+_listeners: tuple[weakref.ref[Any], ...] = ()
 #: Pools seen, each with its submissions not done yet (the saturation gauges).
 _pools: weakref.WeakKeyDictionary[Any, _PoolSubmit] = weakref.WeakKeyDictionary()
 _getter_hook: Callable[..., Any] | None = None
@@ -486,8 +488,10 @@ class _PoolSubmit:
         try:
             self.inflight.add(work)
             work.add_done_callback(self.inflight.discard)
-            for listener in list(_work_listeners):
-                listener._on_thread_work(work)
+            for ref in _listeners:
+                listener = ref()
+                if listener is not None:
+                    listener._on_thread_work(work)
         except Exception:  # never break ADK's call
             logger.debug("thread work listener failed", exc_info=True)
         return work
@@ -501,17 +505,18 @@ def add_thread_work_listener(listener: Any) -> None:
     The hooks are installed with the first listener and restored (by identity) when
     the last one is removed. Where ADK has no pool, nothing is installed.
     """
+    global _listeners
     if not HAS_TOOL_THREAD_POOL:
         return
-    if listener not in _work_listeners:  # (every run start asks again: keep it cheap)
-        _work_listeners.add(listener)
-    if _getter_hook is None:
-        _install_pool_hook()
+    live = tuple(r for r in _listeners if r() is not None)
+    _listeners = live if any(r() is listener for r in live) else (*live, weakref.ref(listener))
+    _install_pool_hook()
 
 
 def remove_thread_work_listener(listener: Any) -> None:
-    _work_listeners.discard(listener)
-    if not _work_listeners:
+    global _listeners
+    _listeners = tuple(r for r in _listeners if r() is not None and r() is not listener)
+    if not _listeners:
         _restore_pool_hook()
 
 
@@ -523,7 +528,7 @@ def _install_pool_hook() -> None:
 
     def _get_tool_thread_pool(*args: Any, **kwargs: Any) -> Any:
         pool = original(*args, **kwargs)
-        if pool not in _pools:
+        if "submit" not in getattr(pool, "__dict__", ()):  # not watched yet
             _watch_pool(pool)
         return pool
 

@@ -457,10 +457,15 @@ class Tracker:
     def _work_done_in_thread(self, record: TaskRecord, loop: asyncio.AbstractEventLoop,
                              work: Future[Any]) -> None:
         """``work``'s done-callback, on the pool thread: handed to the loop only when
-        the record waits for it. While its task still awaits the result, the task's
-        own end comes next and finds the work done."""
+        the record waits for it. While its task still awaits the result, the record
+        lets go of the work and the task's own end comes next, as for any call. (The
+        loop learns of the result only after this callback: ADK's wrapper of the
+        future registered its own callback later, so nothing on the loop touches
+        ``record.work`` meanwhile.)"""
         task = record.task
         if record.state == OPEN and task is not None and not task.done():
+            if record.work is work:
+                record.work = None
             return
         try:
             loop.call_soon_threadsafe(self._work_done, record, work)
