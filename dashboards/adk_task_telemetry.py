@@ -41,6 +41,10 @@ ORPHANED = "adk_tool_task_orphaned_total"
 ORPHANS_ALIVE = "adk_tool_task_orphans_alive"
 ORPHAN_LIFETIME = "adk_tool_task_orphan_lifetime_seconds"
 UNANSWERED = "adk_tool_call_unanswered_total"
+# ADK's tool thread pool (synchronous tools): gauges of the process, not of a tool.
+POOL_BUSY = "adk_tool_thread_pool_busy"
+POOL_QUEUED = "adk_tool_thread_pool_queued"
+POOL_MAX_WORKERS = "adk_tool_thread_pool_max_workers"
 
 COUNT = DURATION + "_count"
 BUCKET = DURATION + "_bucket"
@@ -251,6 +255,25 @@ def build() -> db.Dashboard:
         "AdkToolTaskOrphansAlive.",
         [query(f"sum by (gen_ai_agent_name, gen_ai_tool_name) ({sel(ORPHANS_ALIVE)})",
                "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}")], "none", span=12))
+
+    d = d.with_row(db.Row("Tool thread pool"))
+    pool = '{job=~"$job"}'  # the pool is no tool's, agent's or app's: by job only
+    d = d.with_panel(ts_panel(
+        "Tool thread pool threads",
+        "Threads of ADK's tool thread pools (RunConfig.tool_thread_pool_config) running a "
+        "synchronous tool call (adk_tool_thread_pool_busy) against the pools' size "
+        "(adk_tool_thread_pool_max_workers). A synchronous tool cut by its caller keeps "
+        "its thread until it returns (an orphan, above): busy at max_workers is a pool "
+        "held by stuck calls.",
+        [query(f"sum by (job) ({POOL_BUSY}{pool})", "{{job}} busy", "A"),
+         query(f"sum by (job) ({POOL_MAX_WORKERS}{pool})", "{{job}} max_workers", "B")],
+        "none", span=12))
+    d = d.with_panel(ts_panel(
+        "Calls waiting for a pool thread",
+        "Synchronous tool calls queued because every thread of their tool thread pool is "
+        "busy (adk_tool_thread_pool_queued). Above zero the pool is saturated: new calls "
+        "wait before they start.",
+        [query(f"sum by (job) ({POOL_QUEUED}{pool})", "{{job}} queued")], "none", span=12))
 
     d = d.with_row(db.Row("Calls without answers"))
     d = d.with_panel(ts_panel(

@@ -439,7 +439,8 @@ def contract_names() -> tuple[set[str], set[str]]:
 
     metrics = {prom(sc.METRIC_STARTED) + "_total", prom(sc.METRIC_ACTIVE),
                prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE),
-               prom(sc.METRIC_UNANSWERED) + "_total"}
+               prom(sc.METRIC_UNANSWERED) + "_total", prom(sc.METRIC_POOL_BUSY),
+               prom(sc.METRIC_POOL_QUEUED), prom(sc.METRIC_POOL_MAX_WORKERS)}
     for hist in (sc.METRIC_DURATION, sc.METRIC_ORPHAN_LIFETIME):
         metrics |= {prom(hist) + "_seconds" + s for s in ("_bucket", "_sum", "_count")}
     labels = {prom(a) for a in (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME,
@@ -456,5 +457,6 @@ def check_contract_names(expr: str) -> list[str]:
     bad = [m for m in re.findall(r"\badk_tool_(?:task|call)_\w+", expr)
            if m not in metrics and m not in labels]
     bad += [lbl for lbl in re.findall(r"\b(?:gen_ai|adk)_[a-z_]+\b", expr)
-            if not lbl.startswith(("adk_tool_task_", "adk_tool_call_")) and lbl not in labels]
+            if not lbl.startswith(("adk_tool_task_", "adk_tool_call_")) and lbl not in labels
+            and lbl not in metrics]
     return bad

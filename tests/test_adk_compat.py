@@ -32,6 +32,8 @@ EXPECTED: dict[str, bool] = {
     "run_error_callback": V >= (2, 5, 0),
     "abort_signal": V >= (2, 11, 0),
     "background_tool_registry": V >= (2, 13, 0),
+    "tool_thread_pool": V >= (1, 24, 0),
+    "run_async_tool_thread_pool": V >= (2, 11, 0),
 }
 
 

@@ -26,6 +26,7 @@ PANELS = {
     "Tool tasks per second", "Active tasks", "Orphans in the range", "Error rate",
     "Cancellation rate", "Orphans by tool and agent", "Orphans still alive",
     "Duration percentiles by tool and outcome", "Cancellations by cause", "Worst tools",
+    "Tool thread pool threads", "Calls waiting for a pool thread",
 }
 
 

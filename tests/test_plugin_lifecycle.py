@@ -33,6 +33,10 @@ RUNNING_AT_END: dict[str, set[str]] = {
     "live_stream_teardown": set() if TEARDOWN_CANCELS else {"call-goog"},
     "live_stubborn_tool": {"call-feed"},
     "parallel_one_fails": set() if SIBLINGS_CANCELLED else {"call-s1", "call-s2"},
+    # A thread cannot be cancelled: the callable runs on after its caller's timeout, or
+    # after the caller left the live run.
+    "thread_pool_timeout": {"call-crunch"},
+    "live_thread_pool": {"call-crunch"},
 }
 
 
@@ -92,6 +96,16 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
     # Without strict mode the run looks clean.
     "fire_and_forget": {"call-upload": ("start_upload", "call", "ok", None)},
     "unended_span": {"call-fetch": ("fetch_page", "call", "ok", None)},
+    # A synchronous tool on ADK's tool thread pool (run_async, 2.11 on). Cut by its
+    # caller's timeout, it is orphaned and its span still says why its task was
+    # cancelled (the detail of an orphan is that cause).
+    **({"thread_pool_call": {"call-crunch": ("crunch_numbers", "call", "ok", None)},
+        "thread_pool_timeout": {
+            "call-crunch": ("crunch_numbers", "call", "orphaned", "caller_cancelled")}}
+       if compat.RUN_ASYNC_USES_TOOL_THREAD_POOL else {}),
+    **({"live_thread_pool": {
+        "call-crunch": ("crunch_numbers", "call", "orphaned", "caller_cancelled")}}
+       if compat.HAS_TOOL_THREAD_POOL else {}),
     "seed_bug": {c: _teardown(c, "seed_bug") for c in ("call-goog", "call-msft")},
 }
 
@@ -164,7 +178,7 @@ async def test_scenario_spans_and_metrics(telemetry: Telemetry, name: str) -> No
                 assert parent is not None and parent.name == f"execute_tool {tool}", call_id
             failed = outcome in ("error", "orphaned")
             assert (span.status.status_code is StatusCode.ERROR) == failed, call_id
-            if outcome == "cancelled":
+            if outcome == "cancelled" or (outcome == "orphaned" and detail):
                 (event,) = _events(span, sc.EVENT_CANCELLED)
                 assert event.attributes[sc.ADK_TOOL_TASK_CANCEL_CAUSE] == detail
             else:

@@ -97,6 +97,7 @@ SHORT = {
     "background_tool_registry": "7058-fix", "stop_background_tool_tasks": "stop-bg",
     "live_run_has_own_task": "live-task", "live_run_end_hook": "end-hook",
     "live_tool_hook": "tool-hook", "live_send_loop_polls": "polls",
+    "tool_thread_pool": "pool", "run_async_tool_thread_pool": "pool-async",
 }
 
 

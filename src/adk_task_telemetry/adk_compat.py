@@ -10,11 +10,13 @@ not recognise yields ``None``, never an exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import inspect
 import logging
 import os
+import sys
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -203,6 +205,8 @@ def features() -> dict[str, bool]:
         "runner_closes_plugins": RUNNER_CLOSES_PLUGINS,
         "agent_tool_keeps_app_name": AGENT_TOOL_KEEPS_APP_NAME,
         "abort_signal": runner_accepts_abort_signal(),
+        "tool_thread_pool": HAS_TOOL_THREAD_POOL,
+        "run_async_tool_thread_pool": RUN_ASYNC_USES_TOOL_THREAD_POOL,
     }
 
 
@@ -606,4 +610,171 @@ def unanswered_in_session(ctx: Any, pending: dict[str, list[tuple[str, str]]],
         left = min(len(made), stored.get(call_id, 0) - answered.get(call_id, 0))
         if left > 0:
             out.extend((call_id, tool, author) for tool, author in made[-left:])
+    return out
+
+
+# --- the tool thread pool: synchronous callables on worker threads -----------------
+#
+# With ``RunConfig.tool_thread_pool_config`` set, ADK runs a synchronous tool's
+# callable on a ThreadPoolExecutor of its own (``_get_tool_thread_pool``: live calls
+# from 1.24, run_async calls too from 2.11), through ``loop.run_in_executor``. A
+# thread cannot be cancelled: when the awaiting task is, the callable runs on. The
+# plugin sees each submission by wrapping ADK's pool getter (in every ADK module that
+# holds it by name) and, on each pool it returns, ``submit``: the same pool, the same
+# callable, the same future; only a note of the future, taken after it was queued.
+
+
+def _tool_pool_getter() -> Callable[..., Any] | None:
+    """ADK's ``_get_tool_thread_pool`` (each layout re-exports it from
+    ``flows.llm_flows.functions``), or None on an ADK without the pool."""
+    try:
+        fn = getattr(importlib.import_module(_FUNCTIONS), "_get_tool_thread_pool", None)
+    except Exception:
+        return None
+    return fn if callable(fn) else None
+
+
+_POOL_GETTER = _tool_pool_getter()
+#: ADK has a tool thread pool (``RunConfig.tool_thread_pool_config``, 1.24 on).
+HAS_TOOL_THREAD_POOL = _POOL_GETTER is not None
+
+
+def _run_async_uses_pool() -> bool:
+    # The pool became the runner of every synchronous callable a call makes
+    # (``_use_executor_for_sync_callables``, beside the getter: 2.11 on). Before, only
+    # live calls went to the pool; run_async ran the same tool on the event loop.
+    module = getattr(_POOL_GETTER, "__module__", None)
+    if module is None:
+        return False
+    return hasattr(importlib.import_module(module), "_use_executor_for_sync_callables")
+
+
+#: A run_async call to a synchronous ``FunctionTool`` runs on the pool when the run
+#: config sets one (2.11 on; live calls from 1.24).
+RUN_ASYNC_USES_TOOL_THREAD_POOL = HAS_TOOL_THREAD_POOL and _run_async_uses_pool()
+
+_GETTER_NAME = "_get_tool_thread_pool"
+#: The listeners, weakly: a tuple, so that a submission reads it without a lock or a
+#: copy (WeakSet iteration costs more than the rest of the hook).
+_pool_listeners: tuple[weakref.ref[Any], ...] = ()
+#: Pools seen, each with its submissions not done yet (the saturation gauges).
+_pools: weakref.WeakKeyDictionary[Any, _PoolSubmit] = weakref.WeakKeyDictionary()
+_getter_hook: Callable[..., Any] | None = None
+
+
+class _PoolSubmit:
+    """Stands in for one pool's ``submit`` (an instance attribute, removed on restore):
+    calls the class's own, then tells the listeners about the future it returned."""
+
+    __slots__ = ("__weakref__", "inflight", "pool_ref", "submit")
+
+    def __init__(self, pool: Any) -> None:
+        self.pool_ref = weakref.ref(pool)
+        self.submit: Callable[..., Any] = type(pool).submit
+        #: Futures submitted and not done (set.add / set.discard are atomic: worker
+        #: threads discard as they finish).
+        self.inflight: set[Any] = set()
+
+    def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        pool = self.pool_ref()
+        work = self.submit(pool, fn, *args, **kwargs)
+        try:
+            self.inflight.add(work)
+            work.add_done_callback(self.inflight.discard)
+            for ref in _pool_listeners:
+                listener = ref()
+                if listener is not None:
+                    listener._on_thread_work(work)
+        except Exception:  # never break ADK's call
+            logger.debug("thread work listener failed", exc_info=True)
+        return work
+
+
+def add_thread_work_listener(listener: Any) -> None:
+    """Calls ``listener._on_thread_work(future)`` for each callable ADK submits to its
+    tool thread pool: on the event loop's thread, in the submitting task's context
+    (a tool call's task), right after the callable was queued.
+
+    The hooks are installed with the first listener and restored (by identity) when
+    the last one is removed. Where ADK has no pool, nothing is installed.
+    """
+    global _pool_listeners
+    if not HAS_TOOL_THREAD_POOL:
+        return
+    live = tuple(r for r in _pool_listeners if r() is not None)
+    _pool_listeners = live if any(r() is listener for r in live) else (*live, weakref.ref(listener))
+    _install_pool_hook()
+
+
+def remove_thread_work_listener(listener: Any) -> None:
+    global _pool_listeners
+    _pool_listeners = tuple(r for r in _pool_listeners if r() is not None and r() is not listener)
+    if not _pool_listeners:
+        _restore_pool_hook()
+
+
+def _install_pool_hook() -> None:
+    global _getter_hook
+    original = _POOL_GETTER
+    if _getter_hook is not None or original is None:
+        return
+
+    def _get_tool_thread_pool(*args: Any, **kwargs: Any) -> Any:
+        pool = original(*args, **kwargs)
+        if "submit" not in getattr(pool, "__dict__", ()):  # not watched yet
+            _watch_pool(pool)
+        return pool
+
+    _get_tool_thread_pool.__wrapped__ = original  # type: ignore[attr-defined]
+    _getter_hook = _get_tool_thread_pool
+    # Every ADK module that holds the getter by name (it is imported from module to
+    # module); a module imported later takes the hook from the one it imports from.
+    _swap_getter(original, _get_tool_thread_pool)
+
+
+def _restore_pool_hook() -> None:
+    """Puts ADK's getter back and removes ``submit`` from every pool it returned."""
+    global _getter_hook
+    hook, _getter_hook = _getter_hook, None
+    if hook is not None and _POOL_GETTER is not None:
+        _swap_getter(hook, _POOL_GETTER)
+    for pool, submit in list(_pools.items()):
+        with contextlib.suppress(Exception):
+            if vars(pool).get("submit") is submit:
+                del pool.submit
+    _pools.clear()
+
+
+def _swap_getter(old: Any, new: Any) -> None:
+    for name, module in list(sys.modules.items()):
+        # The module's own namespace: a lazy module __getattr__ is never asked.
+        if (name == "google.adk" or name.startswith("google.adk.")) and getattr(
+                module, "__dict__", {}).get(_GETTER_NAME) is old:
+            setattr(module, _GETTER_NAME, new)
+
+
+def _watch_pool(pool: Any) -> None:
+    if not hasattr(pool, "submit"):
+        return
+    try:
+        if "submit" in vars(pool):  # someone else's: leave it alone
+            return
+        submit = _PoolSubmit(pool)
+        pool.submit = submit
+        _pools[pool] = submit
+    except Exception:  # a pool we cannot wrap: its calls are not seen
+        logger.debug("cannot watch a tool thread pool", exc_info=True)
+
+
+def tool_pool_usage() -> list[tuple[int, int]]:
+    """``(max_workers, calls submitted and not done)`` of each live pool seen.
+
+    A ThreadPoolExecutor starts a thread per call up to ``max_workers`` and queues
+    the rest, so ``min(in flight, max_workers)`` workers are busy and the rest wait.
+    """
+    out = []
+    for pool, submit in list(_pools.items()):
+        workers = getattr(pool, "_max_workers", None)
+        if isinstance(workers, int) and not getattr(pool, "_shutdown", False):
+            out.append((workers, len(submit.inflight)))
     return out

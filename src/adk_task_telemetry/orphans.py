@@ -32,9 +32,10 @@ CANCEL_GRACE_S = 5.0
 
 def report_orphan(record: TaskRecord, span: Span, trigger: str, age: float,
                   task: asyncio.Task[Any] | None, metrics: Metrics, *, with_stack: bool,
-                  cancel: bool) -> str:
+                  cancel: bool, stack: str | None = None) -> str:
     """Tells everything about one orphan, then ends its span (its end is the report;
-    ``span`` carries the outcome already). Returns the stack it captured ("" if none)."""
+    ``span`` carries the outcome already). ``stack``: where it is stuck, when not in
+    ``task`` (a pool thread's). Returns the stack it reported ("" if none)."""
     run = record.run
     event_attrs: dict[str, Any] = {
         sc.GEN_AI_TOOL_CALL_ID: record.call_id,
@@ -43,7 +44,8 @@ def report_orphan(record: TaskRecord, span: Span, trigger: str, age: float,
         sc.ADK_RUN_END_TRIGGER: trigger,
         sc.ADK_TOOL_TASK_AGE: round(age, 6),
     }
-    stack = suspended_stack(task) if task is not None and with_stack else ""
+    if stack is None:
+        stack = suspended_stack(task) if task is not None and with_stack else ""
     if stack:
         event_attrs[sc.CODE_STACKTRACE] = stack
     span.add_event(sc.EVENT_ORPHANED_TASK, event_attrs)

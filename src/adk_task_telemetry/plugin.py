@@ -18,6 +18,7 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
 from . import exit as _exit
+from . import pool_metrics
 from . import semconv as sc
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
@@ -25,6 +26,8 @@ from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
 from .tracker import Options, Tracker, register_shutdown
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from google.adk.agents.invocation_context import InvocationContext
     from google.adk.events.event import Event
     from google.adk.tools.base_tool import BaseTool
@@ -74,8 +77,9 @@ class TaskTelemetryPlugin(BasePlugin):
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
         # gives the plugin one of its own (exit.py): use it unless told otherwise.
-        self._tracker = Tracker(tracer_provider, meter_provider or _exit.plugin_meter_provider(),
-                                Options(
+        meter_provider = meter_provider or _exit.plugin_meter_provider()
+        pool_metrics.observe(meter_provider)
+        self._tracker = Tracker(tracer_provider, meter_provider, Options(
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks))
         self._capture = capture_arguments
@@ -83,6 +87,8 @@ class TaskTelemetryPlugin(BasePlugin):
         self._max_arg = max_argument_length
         self._tools: dict[_ToolKey, tuple[ToolIdentity, Series]] = {}
         compat.add_live_teardown_listener(self)
+        compat.add_thread_work_listener(self)
+        self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
         register_shutdown()
 
     # --- public -----------------------------------------------------------------
@@ -105,6 +111,9 @@ class TaskTelemetryPlugin(BasePlugin):
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
         try:
             compat.keep_listening(self)  # closed before (by a Runner), and used again
+            if not self._hooked:  # likewise for ADK's tool thread pool
+                compat.add_thread_work_listener(self)
+                self._hooked = True
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       compat.session_id_of(ctx), ctx, trace.get_current_span(),
@@ -143,6 +152,8 @@ class TaskTelemetryPlugin(BasePlugin):
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
                 compat.remove_live_listener(self)  # the last one undoes the ADK hooks
+                compat.remove_thread_work_listener(self)
+                self._hooked = False
                 await _exit.flush_after_close()
         except Exception:
             self._tracker.failed("close")
@@ -151,6 +162,16 @@ class TaskTelemetryPlugin(BasePlugin):
         """A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
         2.0 to 2.7): adk_compat's hook on that release's live path calls this."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
+
+    def _on_thread_work(self, work: Future[Any]) -> None:
+        """ADK queued a synchronous callable on its tool thread pool (adk_compat), from
+        the task it runs in: a tool call's, whose end now waits for the thread too."""
+        try:
+            record = self._tracker.current()
+            if record is not None:
+                self._tracker.bind_thread_work(record, work)
+        except Exception:
+            self._tracker.failed("thread work")
 
     def _run_ended(self, invocation_context: InvocationContext, trigger: str) -> None:
         try:

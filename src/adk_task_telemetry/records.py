@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
@@ -104,12 +106,14 @@ class TaskRecord:
 
     The SDK span is made when the task's end (or orphan report) is known, with the
     start time and parent context kept here: until then a task costs no span object.
-    The record is its task's done-callback (no bound method per task).
+    The record is its task's done-callback (no bound method per task). ``work``,
+    when set, is a pool thread's call that the record's end waits for too.
     """
 
     __slots__ = (
         "call_id", "cancel_cause", "error", "extra", "identity", "key", "orphaned_ns",
         "parent", "returned", "run", "series", "span", "start_ns", "state", "task",
+        "waiting_for_work", "work",
     )
 
     def __init__(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
@@ -129,6 +133,12 @@ class TaskRecord:
         self.returned = False  # after_tool_callback ran: the call produced a result
         self.cancel_cause: str | None = None  # known before the cancellation lands
         self.orphaned_ns = 0
+        # The call's synchronous callable, running in a pool thread (ADK's tool thread
+        # pool): the record ends only once both it and ``task`` are done.
+        self.work: Future[Any] | None = None
+        # Its task ended while ``work`` still ran (a cancelled event, if any, is on the
+        # span already): the record waits for the work.
+        self.waiting_for_work = False
 
     def __call__(self, task: asyncio.Task[Any]) -> None:
         self.run.tracker.task_done(self, task)

@@ -133,6 +133,14 @@ class ExportDropReason:
     REJECTED: Final = "rejected"  # the endpoint refused the batch for good (HTTP 4xx)
 
 
+# Not in the first contract: ADK's tool thread pool (RunConfig.tool_thread_pool_config),
+# where synchronous tools run. Observable gauges summed over the process's pools (one
+# per event loop and max_workers), without attributes: the pool is not any one tool's.
+METRIC_POOL_BUSY: Final = "adk.tool_thread_pool.busy"  # threads running a call now
+METRIC_POOL_QUEUED: Final = "adk.tool_thread_pool.queued"  # calls waiting for a thread
+METRIC_POOL_MAX_WORKERS: Final = "adk.tool_thread_pool.max_workers"  # the pools' size
+UNIT_THREAD: Final = "{thread}"
+
 UNIT_TASK: Final = "{task}"
 UNIT_SECONDS: Final = "s"
 

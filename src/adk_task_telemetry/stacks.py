@@ -10,10 +10,13 @@ import asyncio
 import gc
 import os
 import re
+import sys
 import sysconfig
 import traceback
 import types
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures.thread import _WorkItem
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +47,44 @@ def _frames(task: asyncio.Task[Any]) -> Iterator[types.FrameType]:
 def suspended_stack(task: asyncio.Task[Any]) -> str:
     """The innermost frames of ``task``, ``traceback``-formatted; "" if unavailable."""
     try:
-        frames = list(_frames(task))[-STACK_FRAMES:]
-        summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
-                                                 lookup_lines=True)
-        return "".join(summary.format())[-STACK_CHARS:]
+        return _format(list(_frames(task)))
     except Exception:
         return ""
+
+
+#: The frame of a pool thread that runs one submitted call (``self`` is the work item).
+_WORK_ITEM_RUN = getattr(getattr(_WorkItem, "run", None), "__code__", None)
+
+
+def thread_stack(work: Future[Any]) -> str:
+    """Where the pool thread running ``work`` is now, innermost frames, formatted as
+    ``suspended_stack``'s; "" when no thread runs it (queued, or done).
+
+    The thread is the one whose stack holds the ThreadPoolExecutor work item of
+    ``work``: read only when an orphan is reported, so that a call costs nothing.
+    """
+    try:
+        for frame in sys._current_frames().values():
+            frames: list[types.FrameType] = []
+            f: types.FrameType | None = frame
+            while f is not None:
+                frames.append(f)
+                if f.f_code is _WORK_ITEM_RUN:
+                    if getattr(f.f_locals.get("self"), "future", None) is work:
+                        frames.reverse()  # outermost (the work item) first
+                        return _format(frames)
+                    break
+                f = f.f_back
+        return ""
+    except Exception:
+        return ""
+
+
+def _format(frames: list[types.FrameType]) -> str:
+    frames = frames[-STACK_FRAMES:]
+    summary = traceback.StackSummary.extract(((f, f.f_lineno) for f in frames),
+                                             lookup_lines=True)
+    return "".join(summary.format())[-STACK_CHARS:]
 
 
 # --- reading a captured stack back ------------------------------------------------

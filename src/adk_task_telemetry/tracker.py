@@ -33,7 +33,9 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -59,6 +61,7 @@ from .records import (
     ToolIdentity,
     TrackerState,
 )
+from .stacks import thread_stack
 from .version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -386,7 +389,11 @@ class Tracker:
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
         task = record.task
-        if task is None:  # the call runs (ran) in the run's driving task
+        if _working(record):  # its thread still runs the callable: nothing stops that
+            if task is not None and task.done():
+                self._waits_for_work(record, task)
+            self._orphan(record, trigger, task)
+        elif task is None:  # the call runs (ran) in the run's driving task
             if record.error is not None or record.returned:
                 self._end_returned(record)
             elif record.run.still_running():
@@ -503,11 +510,13 @@ class Tracker:
         try:
             if record.state == OPEN:
                 if task is record.task:
+                    if record.work is not None and self._waits_for_work(record, task):
+                        return  # its thread still runs the callable
                     if record.error is None and not task.cancelled() and task.exception() is None:
                         self._end(record, sc.Outcome.OK)
                     else:
                         self._end_from_task(record, task)
-            elif record.state == ORPHANED:
+            elif record.state == ORPHANED and not _working(record):
                 self._orphan_ended(record, task)
         except Exception:
             self.failed("tool-task end")
@@ -533,6 +542,76 @@ class Tracker:
             self._end(record, sc.Outcome.RECOVERED, record.error)
         else:
             self._end(record, sc.Outcome.ERROR, record.error)
+
+    # --- thread work (a synchronous callable on ADK's tool thread pool) ----------------
+
+    def bind_thread_work(self, record: TaskRecord, work: Future[Any]) -> None:
+        """The call's synchronous callable runs in a pool thread as ``work``.
+
+        Called on the loop's thread, from the call's own task, right after ADK
+        submitted the callable. From then on the record ends only once both its task
+        and ``work`` are done: a thread cannot be cancelled, so a call whose task is
+        cancelled while its callable runs stays open (the ``cancelled`` event is added
+        at that moment) and is orphaned if its run ends first, with the thread's stack.
+        """
+        if record.state != OPEN:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+        except RuntimeError:  # a pool thread (a nested call): not the call's own task
+            return
+        if task is None or task is not (record.task or record.run.driver):
+            return
+        record.work = work
+        work.add_done_callback(partial(self._work_done_in_thread, record, loop))
+
+    def _work_done_in_thread(self, record: TaskRecord, loop: asyncio.AbstractEventLoop,
+                             work: Future[Any]) -> None:
+        """``work``'s done-callback, on the pool thread: handed to the loop only when
+        the record waits for it. While its task still awaits the result, the record
+        lets go of the work and the task's own end comes next, as for any call. (The
+        loop learns of the result only after this callback: ADK's wrapper of the
+        future registered its own callback later, so nothing on the loop touches
+        ``record.work`` meanwhile.)"""
+        task = record.task
+        if record.state == OPEN and task is not None and not task.done():
+            if record.work is work:
+                record.work = None
+            return
+        try:
+            loop.call_soon_threadsafe(self._work_done, record, work)
+        except RuntimeError:  # its loop is closed (asyncio.run returned): ends here
+            self._work_done(record, work)
+
+    def _work_done(self, record: TaskRecord, work: Future[Any]) -> None:
+        try:
+            task = record.task
+            if record.work is not work or (task is not None and not task.done()):
+                return  # another callable's, or its task's own end follows
+            if record.state == OPEN and task is not None:
+                self._end_from_task(record, task)
+            elif record.state == ORPHANED:
+                self._orphan_ended(record, task)
+        except Exception:
+            self.failed("thread work end")
+
+    def _waits_for_work(self, record: TaskRecord, task: asyncio.Task[Any]) -> bool:
+        """``task`` has ended: whether its thread work still runs (the record waits).
+        A cancelled task's ``cancelled`` event is told now, when it happened (the span
+        is made for it now)."""
+        if not _working(record):
+            return False
+        if not record.waiting_for_work:
+            record.waiting_for_work = True
+            if task.cancelled():
+                cause = record.cancel_cause = record.cancel_cause or compat.cancel_cause(
+                    record.kind, record.run.sibling_failed)
+                if cause == sc.CancelCause.CALLER_CANCELLED:
+                    record.run.cut_by_caller = True
+                self.span_of(record).add_event(sc.EVENT_CANCELLED,
+                                               {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+        return True
 
     # --- the transitions --------------------------------------------------------------
 
@@ -574,7 +653,7 @@ class Tracker:
                 span.record_exception(error)
             if etype is not None:
                 span.set_status(Status(StatusCode.ERROR, etype))
-            if cause is not None:
+            if cause is not None and not record.waiting_for_work:  # else told already
                 span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
         span.end(end_time=end_ns)
         self.metrics.ended(record.series, max(0, end_ns - record.start_ns) / 1e9, outcome, span,
@@ -649,12 +728,16 @@ class Tracker:
         self._stacks_left -= with_stack
         run = record.run
         _note_unhappy(run, record.call_id, sc.UnansweredReason.ORPHANED)
+        work = record.work if _working(record) else None
         stack = report_orphan(record, span, trigger, (now - record.start_ns) / 1e9, task,
                               self.metrics, with_stack=with_stack,
-                              cancel=self.options.cancel_orphans)
+                              cancel=self.options.cancel_orphans,
+                              stack=None if work is None else
+                              thread_stack(work) if with_stack else "")
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, sc.Outcome.ORPHANED,
+                                record.cancel_cause if record.waiting_for_work else None,
                                 trigger=trigger, stacktrace=stack))
         self._watch_orphan(record, task)
 
@@ -679,11 +762,13 @@ class Tracker:
         self._orphan(record, trigger, task)
 
     def _watch_orphan(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
-        """Keeps the orphan until ``task`` ends (its done-callback is the record)."""
+        """Keeps the orphan until ``task`` ends (its done-callback is the record), and
+        its thread work if it has any."""
         if task is None or task.done():
-            self._orphan_ended(record, task)
-            return
-        if record.task is not task:
+            if not _working(record):
+                self._orphan_ended(record, task)
+                return
+        elif record.task is not task:
             if record.task is not None:
                 record.task.remove_done_callback(record)
             task.add_done_callback(record, context=_callbacks.context)
@@ -696,7 +781,10 @@ class Tracker:
             return
         record.state = ENDED
         self._orphans.discard(record)
-        if task is None or task.cancelled():
+        work, record.work = record.work, None
+        if work is not None and (task is None or task.cancelled()):
+            outcome = _outcome_of(work)  # what the thread, which outlived it, did
+        elif task is None or task.cancelled():
             outcome = sc.Outcome.CANCELLED
         elif task.exception() is not None:
             outcome = sc.Outcome.ERROR
@@ -715,11 +803,24 @@ def _shed(record: TaskRecord, keep_span: bool = False) -> None:
     that ADK keeps around (its context holds the record) keeps nothing through it.
     Strict mode keeps the span until the run ends: a spawned task's span is its child."""
     record.task = None
+    record.work = None
     if not keep_span:
         record.span = None
     record.parent = None
     record.error = None
     record.extra = None
+
+
+def _working(record: TaskRecord) -> bool:
+    """The record's thread work is still queued or running."""
+    work = record.work
+    return work is not None and not work.done()
+
+
+def _outcome_of(work: Future[Any]) -> str:
+    if work.cancelled():
+        return sc.Outcome.CANCELLED
+    return sc.Outcome.ERROR if work.exception() is not None else sc.Outcome.OK
 
 
 def _free_key(run: RunRecord, call_id: str) -> str:

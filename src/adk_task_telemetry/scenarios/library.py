@@ -9,8 +9,12 @@ reported by the plugin is really still running.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import concurrent.futures.thread
 import contextlib
 import sys
+import threading
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,26 +39,58 @@ USER_ID = "user"
 
 
 class Probe:
-    """What the scenario's tools did: the task running each call's body."""
+    """What the scenario's tools did: the task running each call's body (for a body
+    on a pool thread, the pool's own future of that call, wrapped for the loop)."""
 
     def __init__(self) -> None:
-        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.tasks: dict[str, asyncio.Future[Any]] = {}
+        self.threads: dict[str, int] = {}  # call id -> ident of the pool thread running it
         # The app ADK ran each call's invocation under (a nested AgentTool run's
         # differs on old ADK).
         self.app_names: dict[str, str] = {}
         self._started: dict[str, asyncio.Event] = {}
         # Set by cleanup(): tools that ignore cancellation check it to stop.
         self.stopping = False
+        # Set by cleanup() too: synchronous tools block on it (a thread cannot be
+        # cancelled; this ends their blocking work early).
+        self.stop = threading.Event()
+        #: Moments (time.monotonic()) a scenario or tool notes, by name.
+        self.times: dict[str, float] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):  # made outside the loop: found on enter
+            self.loop = asyncio.get_running_loop()
 
     def enter(self, tool_context: ToolContext) -> None:
         call_id = tool_context.function_call_id or ""
         task = asyncio.current_task()
         if task is not None:
             self.tasks[call_id] = task
+            self.loop = task.get_loop()
         app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
         if isinstance(app, str):
             self.app_names[call_id] = app
         self._event(call_id).set()
+
+    def enter_thread(self, tool_context: ToolContext) -> None:
+        """``enter`` for a synchronous body that ADK runs on a pool thread. Its truth
+        is the ThreadPoolExecutor's future of this very call (done once the callable
+        has returned), taken from the work item that runs this frame."""
+        call_id = tool_context.function_call_id or ""
+        work = _pool_future()
+        loop = self.loop
+        if work is None or loop is None:  # this ADK runs it on the event loop after all
+            self.enter(tool_context)
+            return
+        app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
+        self.threads[call_id] = threading.get_ident()
+
+        def entered() -> None:
+            self.tasks[call_id] = asyncio.wrap_future(work, loop=loop)
+            if isinstance(app, str):
+                self.app_names[call_id] = app
+            self._event(call_id).set()
+
+        loop.call_soon_threadsafe(entered)
 
     def _event(self, call_id: str) -> asyncio.Event:
         return self._started.setdefault(call_id, asyncio.Event())
@@ -62,6 +98,16 @@ class Probe:
     async def wait_started(self, *call_ids: str, timeout: float = 15.0) -> None:
         waits = [self._event(cid).wait() for cid in call_ids]
         await asyncio.wait_for(asyncio.gather(*waits), timeout)
+
+    async def wait_blocked(self, call_id: str, timeout: float = 15.0) -> None:
+        """Until the thread body of ``call_id`` blocks on ``stop`` (its stack says so)."""
+        await self.wait_started(call_id, timeout=timeout)
+        ident = self.threads[call_id]
+
+        async def blocked() -> None:
+            while getattr(sys._current_frames().get(ident), "f_code", None) is not _WAITING:
+                await asyncio.sleep(0.005)
+        await asyncio.wait_for(blocked(), timeout)
 
     async def wait_finished(self, *call_ids: str, timeout: float = 15.0) -> None:
         await self.wait_started(*call_ids, timeout=timeout)
@@ -73,13 +119,32 @@ class Probe:
         return [cid for cid, t in self.tasks.items() if not t.done()]
 
     async def cleanup(self) -> None:
-        """Cancels every body task still running (orphans included) and waits."""
+        """Cancels every body task still running (orphans included), stops blocking
+        thread bodies, and waits."""
         self.stopping = True
+        self.stop.set()
         left = [t for t in self.tasks.values() if not t.done()]
         for t in left:
-            t.cancel()
+            if isinstance(t, asyncio.Task):  # a thread's future: it ends when it returns
+                t.cancel()
         if left:
             await asyncio.wait(left, timeout=5.0)
+
+
+#: Where a thread blocked in ``threading.Event.wait`` is, innermost.
+_WAITING = threading.Condition.wait.__code__
+
+
+def _pool_future() -> concurrent.futures.Future[Any] | None:
+    """The future of the ThreadPoolExecutor call that runs the caller, if one does."""
+    run = getattr(getattr(concurrent.futures.thread, "_WorkItem", None), "run", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is getattr(run, "__code__", None):
+            work = getattr(frame.f_locals.get("self"), "future", None)
+            return work if isinstance(work, concurrent.futures.Future) else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 @dataclass
@@ -150,13 +215,14 @@ class Harness:
                 self.run.events.append(event)
 
     @contextlib.asynccontextmanager
-    async def live(self, agent: LlmAgent) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
+    async def live(self, agent: LlmAgent, **config_fields: Any
+                   ) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
         """A live run; leaving the block is the caller leaving (aclose)."""
         runner = self.runner(agent)
         sid = await self._session(runner)
         queue = LiveRequestQueue()
         config = RunConfig(streaming_mode=StreamingMode.BIDI,
-                           response_modalities=[types.Modality.TEXT])
+                           response_modalities=[types.Modality.TEXT], **config_fields)
         agen = runner.run_live(
             user_id=USER_ID, session_id=sid, live_request_queue=queue, run_config=config)
         try:
@@ -292,6 +358,14 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         await asyncio.sleep(0.05)
         return {"topic": topic, "status": "sent"}
 
+    def crunch_numbers(seconds: float, tool_context: ToolContext) -> dict[str, str]:
+        """Crunches numbers (a synchronous tool: it blocks its thread for ``seconds``)."""
+        probe.enter_thread(tool_context)
+        # The blocking work (cleanup() ends it early).
+        probe.stop.wait(seconds)
+        probe.times[f"{tool_context.function_call_id}/returned"] = time.monotonic()
+        return {"status": "crunched"}
+
     def open_ticket(issue: str, tool_context: ToolContext) -> dict[str, str]:
         """Opens a ticket that a human resolves later (a long-running tool)."""
         probe.enter(tool_context)
@@ -299,7 +373,8 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
 
     return {f.__name__: f for f in (
         lookup_order, add_numbers, slow_search, wait_briefly, flaky_api, monitor_stock,
-        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page)}
+        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page,
+        crunch_numbers)}
 
 
 def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
@@ -545,6 +620,49 @@ async def _consumer_cancelled(h: Harness) -> None:
         h.run.error = e
 
 
+def _pool_config() -> RunConfig:
+    from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
+
+    return RunConfig(tool_thread_pool_config=ToolThreadPoolConfig())
+
+
+async def _thread_pool_call(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.05)]],
+                   [t["crunch_numbers"]])
+    await h.run_async(agent, run_config=_pool_config())
+
+
+async def _thread_pool_timeout(h: Harness) -> None:
+    t = _tools(h.probe)
+    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=1.0)]],
+                   [t["crunch_numbers"]])
+    run = asyncio.ensure_future(h.run_async(agent, run_config=_pool_config()))
+    await h.probe.wait_blocked("call-crunch")
+    h.probe.times["timeout_from"] = time.monotonic()
+    try:
+        await asyncio.wait_for(run, 0.3)
+    except asyncio.TimeoutError as e:
+        h.run.error = e
+    h.probe.times["run_left"] = time.monotonic()  # the caller has left the run
+
+
+async def _live_thread_pool(h: Harness) -> None:
+    from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
+
+    t = _tools(h.probe)
+    agent, model = _live_agent("analyst", [t["crunch_numbers"]])
+    async with h.live(agent, tool_thread_pool_config=ToolThreadPoolConfig()) as agen:
+        model.say_live(call("crunch_numbers", "call-crunch", seconds=30.0))
+        consumer = asyncio.ensure_future(h.live_until(agen, lambda: False, timeout=30))
+        try:
+            await h.probe.wait_blocked("call-crunch")
+        finally:
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+    # leaving the block: the caller walks away while the thread still crunches
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("seed_bug", "live: two calls to one streaming tool, then the caller leaves "
              "(ADK issue 7058)", "live", _seed_bug),
@@ -577,6 +695,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("live_stubborn_tool", "live: a streaming tool that ignores cancellation (an "
              "application bug: orphaned on every ADK version)", "live", _live_stubborn_tool,
              audit=False),
+    Scenario("thread_pool_call", "a synchronous tool that ADK runs on its tool thread pool "
+             "(2.11 on)", "async", _thread_pool_call,
+             available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
+    Scenario("thread_pool_timeout", "a timeout around run_async cuts a synchronous tool on "
+             "ADK's thread pool; its thread runs on (a thread cannot be cancelled: orphaned "
+             "on every ADK that uses the pool)", "async", _thread_pool_timeout, audit=False,
+             available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
+    Scenario("live_thread_pool", "live: the caller leaves while a synchronous tool runs on "
+             "ADK's thread pool (1.24 on); its thread runs on", "live", _live_thread_pool,
+             audit=False, available=lambda: compat.HAS_TOOL_THREAD_POOL),
     Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
              "mode)", "async", _fire_and_forget, audit=False),
     Scenario("unended_span", "a tool opens a span and never ends it (seen with "
