@@ -52,7 +52,8 @@ $(UV_BOOT):
 
 # $(call uv_venv,DIR,REQUIREMENTS,PYTHON,FLAGS): a fresh venv at DIR on PYTHON (default
 # $(PYTHON)) with REQUIREMENTS installed; FLAGS --seed gives it pip too (an app's venv:
-# the install check runs pip in it, `make demo` users may).
+# the install check runs pip in it, `make demo` users may). A comma in REQUIREMENTS
+# (extras) must come from a variable, as in ".[$(EXTRAS)]": call splits on bare ones.
 define uv_venv
 $(UV) venv -q --clear $(4) --python $(or $(3),$(PYTHON)) $(1)
 $(UV) pip install -q --python $(1)/bin/python $(2)
@@ -195,9 +196,10 @@ install-check: venvs
 	  $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/bin/python)
 
 # The lowest bounds pyproject.toml declares, installed exactly, run the lifecycle tests.
+LOWEST_EXTRAS := test,prometheus
 $(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py | $(UV_DEP)
 	mkdir -p $(VENVS) && $(PYTHON) tools/lowest_pins.py > $(VENVS)/lowest.pins.txt
-	$(call uv_venv,$(VENVS)/lowest,-e ".[test,prometheus]" -c $(VENVS)/lowest.pins.txt)
+	$(call uv_venv,$(VENVS)/lowest,-e ".[$(LOWEST_EXTRAS)]" -c $(VENVS)/lowest.pins.txt)
 	mv $(VENVS)/lowest.pins.txt $(VENVS)/lowest/pins.txt
 	touch $@
 
