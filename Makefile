@@ -33,8 +33,8 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
-# Every other venv is built by uv, from PyPI, its files hardlinked from one cache: about
-# ten seconds a venv, and one copy on disk of each package version the venvs share. uv
+# Every other venv is built by uv, from PyPI, its files hardlinked from one cache: seconds
+# a venv, and one copy on disk of each package version the venvs share. uv
 # itself comes from PyPI into a small venv of its own ($(UV_BOOT)); `make UV=uv` uses one
 # on PATH. uv reads no pip.conf: a package mirror is UV_INDEX_URL (UV_NATIVE_TLS=1 for a
 # proxy with its own CA). It never downloads an interpreter: each venv's python is one of
@@ -45,6 +45,9 @@ UV_DEP := $(if $(filter $(UV_BOOT),$(UV)),$(UV_BOOT))
 export UV_CACHE_DIR ?= $(abspath $(VENVS))/.uv-cache
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
+# Bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (CI machines),
+# every test subprocess would otherwise compile ADK's whole import chain again.
+export UV_COMPILE_BYTECODE := 1
 
 $(UV_BOOT):
 	$(call make_venv,$(VENVS)/.uv)
