@@ -45,21 +45,21 @@ UV_DEP := $(if $(filter $(UV_BOOT),$(UV)),$(UV_BOOT))
 export UV_CACHE_DIR ?= $(abspath $(VENVS))/.uv-cache
 export UV_PYTHON_DOWNLOADS := never
 export UV_NO_PROGRESS := 1
-# Bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (CI machines),
-# every test subprocess would otherwise compile ADK's whole import chain again.
-export UV_COMPILE_BYTECODE := 1
 
 $(UV_BOOT):
 	$(call make_venv,$(VENVS)/.uv)
 	$(VENVS)/.uv/bin/pip install -q "uv>=0.13.8,<0.14"
 
-# $(call uv_venv,DIR,REQUIREMENTS,PYTHON,FLAGS): a fresh venv at DIR on PYTHON (default
-# $(PYTHON)) with REQUIREMENTS installed; FLAGS --seed gives it pip too (an app's venv:
-# the install check runs pip in it, `make demo` users may). A comma in REQUIREMENTS
-# (extras) must come from a variable, as in ".[$(EXTRAS)]": call splits on bare ones.
+# $(call uv_venv,DIR,REQUIREMENTS,PYTHON,full): a fresh venv at DIR on PYTHON (default
+# $(PYTHON)) with REQUIREMENTS installed. "full" (the full suites' and the demo's venvs)
+# adds pip (the install check runs pip's resolver in them; demo users may too) and
+# bytecode compiled at install, as pip does: the full suite starts hundreds of Python
+# subprocesses, and where PYTHONDONTWRITEBYTECODE is set (CI) each would compile ADK's
+# import chain again. A comma in REQUIREMENTS (extras) must come from a variable, as in
+# ".[$(EXTRAS)]": call splits on bare ones.
 define uv_venv
-$(UV) venv -q --clear $(4) --python $(or $(3),$(PYTHON)) $(1)
-$(UV) pip install -q --python $(1)/bin/python $(2)
+$(UV) venv -q --clear $(if $(4),--seed) --python $(or $(3),$(PYTHON)) $(1)
+$(UV) pip install -q $(if $(4),--compile-bytecode) --python $(1)/bin/python $(2)
 endef
 
 .PHONY: demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules clean
@@ -70,7 +70,7 @@ endef
 DEMO_ADK ?= 2.12.0
 
 .venv/.installed-$(DEMO_ADK): pyproject.toml | $(UV_DEP)
-	$(call uv_venv,.venv,-e ".[export]" "google-adk==$(DEMO_ADK)",,--seed)
+	$(call uv_venv,.venv,-e ".[export]" "google-adk==$(DEMO_ADK)",,full)
 	touch $@
 
 demo: .venv/.installed-$(DEMO_ADK)
@@ -94,7 +94,7 @@ screenshot: $(if $(filter .venv/%,$(DEMO_CLI)),.venv/.installed-$(DEMO_ADK)) sys
 
 # --- test: one virtualenv per ADK version -------------------------------------
 $(VENVS)/adk-%/.installed: pyproject.toml | $(UV_DEP)
-	$(call uv_venv,$(VENVS)/adk-$*,-e ".[$(EXTRAS)]" "google-adk==$*",,--seed)
+	$(call uv_venv,$(VENVS)/adk-$*,-e ".[$(EXTRAS)]" "google-adk==$*",,full)
 	touch $@
 
 venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
