@@ -122,7 +122,7 @@ unit-adk-%: $(VENVS)/adk-%/.installed
 	@echo "== google-adk $*"
 	$(VENVS)/adk-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# Every venv make test uses, JOBS at a time (uv is mostly waiting on the network).
+# Every venv make test uses, JOBS at a time.
 all-venvs: $(UV_DEP)
 	@$(MAKE) --no-print-directory -j$(JOBS) $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed) \
 	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
