@@ -37,6 +37,35 @@ $(PYTHON) -m venv $(1) 2>/dev/null || { \
   fi; rm -rf $(1); $(PYTHON) -m venv $(1); }
 endef
 
+# Every other venv is built by uv, from PyPI, its files hardlinked from one cache: seconds
+# a venv, and one copy on disk of each package version the venvs share. uv
+# itself comes from PyPI into a small venv of its own ($(UV_BOOT)); `make UV=uv` uses one
+# on PATH. uv reads no pip.conf: a package mirror is UV_INDEX_URL (UV_NATIVE_TLS=1 for a
+# proxy with its own CA). It never downloads an interpreter: each venv's python is one of
+# this machine's.
+UV_BOOT := $(VENVS)/.uv/bin/uv
+UV ?= $(UV_BOOT)
+UV_DEP := $(if $(filter $(UV_BOOT),$(UV)),$(UV_BOOT))
+export UV_CACHE_DIR ?= $(abspath $(VENVS))/.uv-cache
+export UV_PYTHON_DOWNLOADS := never
+export UV_NO_PROGRESS := 1
+
+$(UV_BOOT):
+	$(call make_venv,$(VENVS)/.uv)
+	$(VENVS)/.uv/bin/pip install -q "uv>=0.13.8,<0.14"
+
+# $(call uv_venv,DIR,REQUIREMENTS,PYTHON,full): a fresh venv at DIR on PYTHON (default
+# $(PYTHON)) with REQUIREMENTS installed. "full" (the full suites' and the demo's venvs)
+# adds pip (the install check runs pip's resolver in them; demo users may too) and
+# bytecode compiled at install, as pip does: the full suite starts hundreds of Python
+# subprocesses, and where PYTHONDONTWRITEBYTECODE is set (CI) each would compile ADK's
+# import chain again. A comma in REQUIREMENTS (extras) must come from a variable, as in
+# ".[$(EXTRAS)]": call splits on bare ones.
+define uv_venv
+$(UV) venv -q --clear $(if $(4),--seed) --python $(or $(3),$(PYTHON)) $(1)
+$(UV) pip install -q $(if $(4),--compile-bytecode) --python $(1)/bin/python $(2)
+endef
+
 .PHONY: soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
@@ -44,11 +73,8 @@ endef
 # `make demo DEMO_ADK=2.13.0` shows the fix.
 DEMO_ADK ?= 2.12.0
 
-.venv/.installed-$(DEMO_ADK): pyproject.toml
-	$(call make_venv,.venv)
-	.venv/bin/pip install -q --upgrade pip
-	.venv/bin/pip install -q -e ".[export]" "google-adk==$(DEMO_ADK)"
-	rm -f .venv/.installed-*
+.venv/.installed-$(DEMO_ADK): pyproject.toml | $(UV_DEP)
+	$(call uv_venv,.venv,-e ".[export]" "google-adk==$(DEMO_ADK)",,full)
 	touch $@
 
 demo: .venv/.installed-$(DEMO_ADK)
@@ -71,10 +97,8 @@ screenshot: $(if $(filter .venv/%,$(DEMO_CLI)),.venv/.installed-$(DEMO_ADK)) sys
 	  rm -rf $$tmp; test $$rc = 0 && ls -l $$out
 
 # --- test: one virtualenv per ADK version -------------------------------------
-$(VENVS)/adk-%/.installed: pyproject.toml
-	$(call make_venv,$(VENVS)/adk-$*)
-	$(VENVS)/adk-$*/bin/pip install -q --upgrade pip
-	$(VENVS)/adk-$*/bin/pip install -q -e ".[$(EXTRAS)]" "google-adk==$*"
+$(VENVS)/adk-%/.installed: pyproject.toml | $(UV_DEP)
+	$(call uv_venv,$(VENVS)/adk-$*,-e ".[$(EXTRAS)]" "google-adk==$*",,full)
 	touch $@
 
 venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
@@ -102,8 +126,8 @@ unit-adk-%: $(VENVS)/adk-%/.installed
 	@echo "== google-adk $*"
 	$(VENVS)/adk-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# Every venv make test uses, JOBS at a time (pip is mostly one core each).
-all-venvs:
+# Every venv make test uses, JOBS at a time.
+all-venvs: $(UV_DEP)
 	@$(MAKE) --no-print-directory -j$(JOBS) $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed) \
 	  $(foreach v,$(ADK_SPREAD),$(VENVS)/life-adk-$(v)/.installed) \
 	  $(foreach p,$(sort $(PYTHONS) $(EXIT_PYTHONS)),$(VENVS)/py$(p)/.installed) \
@@ -127,10 +151,8 @@ test: all-venvs lint system-deps
 LIFE_VENV = $(VENVS)/life-adk-$(1)
 LIFE_PYTEST = ADK_FUZZ_N=small $(1)/bin/python -m pytest -q -p no:cacheprovider $(LIFECYCLE_TESTS)
 
-$(VENVS)/life-adk-%/.installed: pyproject.toml
-	$(call make_venv,$(VENVS)/life-adk-$*)
-	$(VENVS)/life-adk-$*/bin/pip install -q --upgrade pip
-	$(VENVS)/life-adk-$*/bin/pip install -q -e ".[test]" "google-adk==$*"
+$(VENVS)/life-adk-%/.installed: pyproject.toml | $(UV_DEP)
+	$(call uv_venv,$(VENVS)/life-adk-$*,-e ".[test]" "google-adk==$*")
 	touch $@
 
 # Runs the lifecycle tests (or, given, the command $(3)) in one venv: prints its log as one
@@ -153,11 +175,12 @@ life-adk-%: $(VENVS)/life-adk-%/.installed
 find_python = for c in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) \
   2>/dev/null | sort -V | tail -n 1); do $$c -c '' 2>/dev/null && { echo $$c; break; }; done
 
-$(VENVS)/py%/.installed: pyproject.toml
+$(VENVS)/py%/.installed: pyproject.toml | $(UV_DEP)
 	@py=$$($(call find_python,$*)); mkdir -p $(@D); \
 	  if [ -z "$$py" ]; then touch $(@D)/.missing; exit 0; fi; \
-	  rm -f $(@D)/.missing; $$py -m venv $(@D) && $(@D)/bin/pip install -q --upgrade pip && \
-	  $(@D)/bin/pip install -q -e ".[test]" "google-adk<=$(ADK_NEWEST)" && touch $@
+	  rm -f $(@D)/.missing; $(UV) venv -q --clear --python $$py $(@D) && \
+	  $(UV) pip install -q --python $(@D)/bin/python -e ".[test]" "google-adk<=$(ADK_NEWEST)" && \
+	  touch $@
 
 # $(1): the Python version, $(2): the result's name, $(3): the target to run when it exists.
 define py_or_skip
@@ -196,11 +219,11 @@ install-check: venvs
 	  $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/bin/python)
 
 # The lowest bounds pyproject.toml declares, installed exactly, run the lifecycle tests.
-$(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py
-	$(call make_venv,$(VENVS)/lowest)
-	$(VENVS)/lowest/bin/pip install -q --upgrade pip
-	$(PYTHON) tools/lowest_pins.py > $(VENVS)/lowest/pins.txt
-	$(VENVS)/lowest/bin/pip install -q -e ".[test,prometheus]" -c $(VENVS)/lowest/pins.txt
+LOWEST_EXTRAS := test,prometheus
+$(VENVS)/lowest/.installed: pyproject.toml tools/lowest_pins.py | $(UV_DEP)
+	mkdir -p $(VENVS) && $(PYTHON) tools/lowest_pins.py > $(VENVS)/lowest.pins.txt
+	$(call uv_venv,$(VENVS)/lowest,-e ".[$(LOWEST_EXTRAS)]" -c $(VENVS)/lowest.pins.txt)
+	mv $(VENVS)/lowest.pins.txt $(VENVS)/lowest/pins.txt
 	touch $@
 
 lowest: $(VENVS)/lowest/.installed

@@ -146,7 +146,10 @@ def test_sse_client_disconnects_mid_tool(served: tuple[Server, Received]) -> Non
         assert event["gen_ai.tool.name"] == "slow_search"
         assert event["adk.tool_call.unanswered.reason"] == "caller_cancelled"
     else:  # this ADK stores the call only once its response is there
-        time.sleep(1.0)
+        # The positive signal: the run's root span arrived, and every span the server
+        # ended in that trace from the tool's span on (its own record of them): an
+        # unanswered_call event, on ADK's run span or on a span of ours, came with them.
+        assert rx.wait_for(lambda: _trace_arrived(server, rx, span), timeout=20)
         assert unanswered() == []
 
 
@@ -171,6 +174,20 @@ def test_live_seed_scenario_then_the_client_goes_away(
         assert outcomes == ["cancelled", "cancelled"]
         assert orphan_events == []
         assert state["orphans"] == before
+
+
+def _trace_arrived(server: Server, rx: Received, span: Any) -> bool:
+    """``span``'s trace has reached the receiver from ``span`` on: its root span, and
+    every span the server ended in that trace after ``span`` (spans that ended before
+    configure_telemetry() attached our export, as on the request that loads the agent,
+    are never exported)."""
+    got = {s.span_id.hex(): s for _, _, s in rx.spans() if s.trace_id == span.trace_id}
+    if not any(not s.parent_span_id for s in got.values()):
+        return False
+    ended = [s["span_id"] for s in server.state()["spans"]
+             if s["trace_id"] == span.trace_id.hex()]
+    mine = span.span_id.hex()
+    return mine in ended and set(ended[ended.index(mine):]) <= set(got)
 
 
 def _parent(rx: Received, span: Any) -> Any:

@@ -27,15 +27,22 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
+from opentelemetry._logs import SeverityNumber
 
 from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
-from adk_task_telemetry.instrumentation import AdkTaskTelemetryInstrumentor
+from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import run_scenario
 from adk_task_telemetry.scenarios.model import ScriptedLlm, call, text
 
 from .conftest import Telemetry
 from .otlp_receivers import GrpcReceiver, HttpReceiver, attrs, free_port
 from .zero_code.scripted import CALL_IDS
+
+# Without the 'instrument' extra the whole module is a named skip, not a collection error.
+pytest.importorskip(
+    "opentelemetry.instrumentation.instrumentor",
+    reason="opentelemetry-instrumentation is not installed: install the 'instrument' extra")
+from adk_task_telemetry.instrumentation import AdkTaskTelemetryInstrumentor
 
 REPO = Path(__file__).resolve().parent.parent
 ZERO = Path(__file__).resolve().parent / "zero_code"
@@ -52,7 +59,10 @@ pytestmark = pytest.mark.skipif(
 def _env(endpoint: str, protocol: str = "grpc", **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update({
-        "PYTHONPATH": str(REPO),  # the agents import tests.zero_code.scripted
+        # The agents import tests.zero_code.scripted; a PYTHONPATH given (a source tree
+        # tested with another venv) still comes first for the package itself.
+        "PYTHONPATH": os.pathsep.join([*filter(None, [os.environ.get("PYTHONPATH")]),
+                                       str(REPO)]),
         "OTEL_SERVICE_NAME": "zero-code-test",
         "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_METRICS_EXPORTER": "otlp",
@@ -68,6 +78,16 @@ def _env(endpoint: str, protocol: str = "grpc", **extra: str) -> dict[str, str]:
 
 def _tool_spans(rx: GrpcReceiver | HttpReceiver) -> list[Any]:
     return rx.received.tool_spans()
+
+
+def _runs_arrived(rx: GrpcReceiver | HttpReceiver, tool_spans: int) -> bool:
+    """At least ``tool_spans`` tool_task spans arrived, and so did the root span of every
+    trace they are in. A run's root span ends after every task of the run, and one
+    batch processor exports spans in the order they ended: once the roots are there,
+    nothing of those runs (a duplicate span included) is still on its way."""
+    tools = _tool_spans(rx)
+    roots = {s.trace_id for _, _, s in rx.received.spans() if not s.parent_span_id}
+    return len(tools) >= tool_spans and {s.trace_id for s in tools} <= roots
 
 
 def _by_call(spans: list[Any]) -> dict[str, list[Any]]:
@@ -130,8 +150,7 @@ def test_opentelemetry_instrument_adds_the_plugin_and_spans_reach_the_collector(
 def test_an_app_that_lists_the_plugin_gets_no_second_one(grpc_rx: GrpcReceiver) -> None:
     out = _script("listed", grpc_rx)
     assert out["plugins"] == ["TaskTelemetryPlugin"], out
-    assert grpc_rx.received.wait_for(lambda: len(_tool_spans(grpc_rx)) >= 3)
-    time.sleep(0.3)  # a duplicate would have been in the same batch
+    assert grpc_rx.received.wait_for(lambda: _runs_arrived(grpc_rx, 3))
     by_call = _by_call(_tool_spans(grpc_rx))
     assert {k: len(v) for k, v in by_call.items()} == dict.fromkeys(CALL_IDS, 1)
     # The app's own plugin is the only instance: its metrics are all reported.
@@ -236,9 +255,7 @@ def _serve(rx: GrpcReceiver | HttpReceiver, tmp: Path, apps: list[str], *, instr
     try:
         for i, app in enumerate(apps):
             assert _calls_in(server.run(app, f"s{i}")) == set(CALL_IDS), app
-        want = 3 * len(apps)
-        arrived = rx.received.wait_for(lambda: len(_tool_spans(rx)) >= want, timeout=20)
-        time.sleep(0.3)  # duplicates, if any, would arrive with them
+        arrived = rx.received.wait_for(lambda: _runs_arrived(rx, 3 * len(apps)), timeout=20)
     finally:
         log = server.stop()
     assert arrived, f"tool_task spans did not arrive:\n{log[-4000:]}"
@@ -380,3 +397,21 @@ async def test_closing_one_runner_leaves_the_runs_of_another_alone(
     span = telemetry.by_call()["call-w"]
     assert (span.attributes or {})["adk.tool_task.outcome"] == "ok"
     assert not [e for e in span.events if e.name == "orphaned_task"]
+
+
+async def test_an_orphan_is_logged_in_its_span_context(
+        instrumented: AdkTaskTelemetryInstrumentor, telemetry: Telemetry) -> None:
+    """The orphan's WARNING record reaches a logs bridge inside the orphaned task's span
+    (what links the log line to the trace in a backend), once per orphan."""
+    run = await run_scenario("live_stubborn_tool", [])  # orphaned on every ADK version
+    try:
+        assert run.probe.pending() == ["call-feed"]  # the ground truth: still running
+        span = telemetry.by_call()["call-feed"]
+        assert (span.attributes or {})[sc.ADK_TOOL_TASK_OUTCOME] == sc.Outcome.ORPHANED
+        (record,) = telemetry.log_records("orphaned tool task:")
+        assert (record.trace_id, record.span_id) == (span.context.trace_id,
+                                                     span.context.span_id)
+        assert record.severity_number == SeverityNumber.WARN
+        assert "tool=stubborn_feed call_id=call-feed" in str(record.body)
+    finally:
+        await run.probe.cleanup()

@@ -28,6 +28,9 @@ def resolve(python: str, *reqs: str, ignore_installed: bool) -> dict[str, str]:
     if ignore_installed:
         cmd.append("--ignore-installed")
     proc = subprocess.run([*cmd, *reqs], capture_output=True, text=True, cwd=ROOT)
+    if "No module named pip" in proc.stderr:
+        raise RuntimeError(f"{python} has no pip: this check runs pip's own resolver, as a "
+                           "user would (make builds the full venvs with pip: uv venv --seed)")
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise RuntimeError(f"pip could not resolve {' '.join(reqs)}:\n{tail}")
