@@ -550,67 +550,67 @@ def marks_sibling_failure(kind: str) -> bool:
 # --- the call ledger: what reached the session ------------------------------------
 
 
-def function_parts(event: Any) -> tuple[list[tuple[str, str]], list[str]] | None:
-    """``(calls, response ids)`` of an event's function parts, ``calls`` as ``(call id,
-    tool)`` without the calls ADK marks long-running (``long_running_tool_ids``: a
-    long-running tool, a confirmation or credential request), which a later
-    invocation answers. None for an event without any (most events: one look at its
-    parts). Partial (streamed) events are skipped: their final event repeats them."""
-    content = getattr(event, "content", None)
-    parts = getattr(content, "parts", None) if content is not None else None
-    if not parts or getattr(event, "partial", None):
+def function_parts(event: Any) -> tuple[list[str], list[str]] | None:
+    """``(call ids, response ids)`` of an event's function parts, without the calls
+    ADK marks long-running (``long_running_tool_ids``: a long-running tool, a
+    confirmation or credential request), which a later invocation answers. None for
+    an event without any (most events: one look at its parts). Partial (streamed)
+    events are skipped: their final event repeats them."""
+    content = event.content
+    parts = content.parts if content is not None else None
+    if not parts or event.partial:
         return None
-    calls: list[tuple[str, str]] = []
+    calls: list[str] = []
     answered: list[str] = []
     for part in parts:
         fc = part.function_call
         if fc is not None:
-            calls.append((str(fc.id or ""), str(fc.name or "")))
-        fr = part.function_response
-        if fr is not None:
-            answered.append(str(fr.id or ""))
+            calls.append(fc.id or "")
+        else:
+            fr = part.function_response
+            if fr is not None:
+                answered.append(fr.id or "")
     if not calls and not answered:
         return None
     if calls:
-        later = getattr(event, "long_running_tool_ids", None)
+        later = event.long_running_tool_ids
         if later:
-            calls = [c for c in calls if c[0] not in later]
+            calls = [c for c in calls if c not in later]
     return calls, answered
 
 
-def unanswered_in_session(ctx: Any, pending: dict[str, list[tuple[str, str]]],
-                          since_s: float) -> list[tuple[str, str, str]]:
-    """``(call id, tool, author)`` of each of the ``pending`` calls (call id -> its
-    (tool, author) entries, one per call made with that id) that the session stores
-    without a stored response: the session is what the next model turn reads.
+def unanswered_in_session(ctx: Any, pending: dict[str, int], since_s: float
+                          ) -> list[tuple[str, str, str]]:
+    """``(call id, tool, author)`` of each call of ``pending`` (call id -> how many
+    calls of that id the run made and saw no response to) that the session stores
+    without a stored response: the session is what the next model turn reads. In the
+    order the model made them.
 
     One pass over the session's events from the newest back to the run's start
     (``since_s``, Unix seconds; a second of slack for clocks that store events
-    coarsely), counting only the pending ids.
+    coarsely), looking only at the pending ids.
     """
     events = getattr(getattr(ctx, "session", None), "events", None)
     if not events:
         return []
-    stored: dict[str, int] = {}
+    stored: dict[str, list[tuple[str, str]]] = {}  # newest first
     answered: dict[str, int] = {}
     floor = since_s - 1.0
     for event in reversed(events):
         if (getattr(event, "timestamp", None) or floor) < floor:
             break
-        for fc in event.get_function_calls():
-            key = str(fc.id or "")
-            if key in pending:
-                stored[key] = stored.get(key, 0) + 1
+        for fc in reversed(event.get_function_calls()):
+            if fc.id in pending:
+                stored.setdefault(fc.id, []).append((str(fc.name or ""),
+                                                     str(event.author or "")))
         for fr in event.get_function_responses():
-            key = str(fr.id or "")
-            if key in pending:
-                answered[key] = answered.get(key, 0) + 1
+            if fr.id in pending:
+                answered[fr.id] = answered.get(fr.id, 0) + 1
     out: list[tuple[str, str, str]] = []
-    for call_id, made in pending.items():
-        left = min(len(made), stored.get(call_id, 0) - answered.get(call_id, 0))
-        if left > 0:
-            out.extend((call_id, tool, author) for tool, author in made[-left:])
-    return out
+    for call_id, made in stored.items():
+        left = min(pending[call_id], len(made) - answered.get(call_id, 0))
+        out.extend((call_id, tool, author) for tool, author in made[:max(left, 0)])
+    return out[::-1]
 
 
 # --- the tool thread pool: synchronous callables on worker threads -----------------

@@ -125,12 +125,12 @@ class TaskTelemetryPlugin(BasePlugin):
     async def on_event_callback(self, *, invocation_context: InvocationContext,
                                 event: Event) -> None:
         try:
-            run = self._tracker.run_of(str(invocation_context.invocation_id))
+            run = self._tracker.run_of(invocation_context.invocation_id)
             if run is not None:
                 self._tracker.run_step(run, _current_task())
                 parts = compat.function_parts(event)
                 if parts is not None:
-                    self._tracker.calls_seen(run, parts[0], parts[1], str(event.author or ""))
+                    self._tracker.calls_seen(run, parts[0], parts[1])
         except Exception:
             self._tracker.failed("on_event_callback")
         return None

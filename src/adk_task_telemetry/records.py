@@ -205,8 +205,8 @@ class RunRecord:
         # ADK's invocation context, weakly; its death ends a run no signal ended.
         self.owner_ref: weakref.ref[Any] | None = None
         # The call ledger: function calls this run made (seen in its events) with no
-        # response seen yet, call id -> [(tool, author), ...]; None while there are none.
-        self.calls: dict[str, list[tuple[str, str]]] | None = None
+        # response seen yet, call id -> how many; None while there are none.
+        self.calls: dict[str, int] | None = None
         # Call id -> how its task ended, for tasks that did not end well only.
         self.unhappy: dict[str, str] | None = None
         # Strict mode: tasks a tool body created, with who created them and when.

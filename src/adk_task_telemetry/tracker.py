@@ -229,22 +229,22 @@ class Tracker:
         if self._run_var.get() is not run.holder and run.holder is not None:
             self._run_var.set(run.holder)  # tool tasks of this step find their run
 
-    def calls_seen(self, run: RunRecord, calls: list[tuple[str, str]], answered: list[str],
-                   author: str) -> None:
-        """An event of the run made these function calls and carried these responses:
-        the ledger's record of what this run asked and what came back."""
+    def calls_seen(self, run: RunRecord, calls: list[str], answered: list[str]) -> None:
+        """An event of the run made these function calls and carried these responses
+        (ids): the ledger's count of what this run asked and saw no answer to."""
         pending = run.calls
         if calls:
             if pending is None:
                 pending = run.calls = {}
-            for call_id, tool in calls:
-                pending.setdefault(call_id, []).append((tool, author))
+            for call_id in calls:
+                pending[call_id] = pending.get(call_id, 0) + 1
         if answered and pending:
             for call_id in answered:
-                waiting = pending.get(call_id)
-                if waiting:
-                    waiting.pop()
-                    if not waiting:
+                left = pending.get(call_id)
+                if left is not None:
+                    if left > 1:
+                        pending[call_id] = left - 1
+                    else:
                         del pending[call_id]
 
     def _drive(self, run: RunRecord, task: asyncio.Task[Any] | None, is_run: bool) -> None:
