@@ -298,11 +298,14 @@ def is_long_running_tool(tool: Any) -> bool:
     return bool(getattr(tool, "is_long_running", False))
 
 
-def is_stop_streaming_call(tool: Any, args: Any) -> str | None:
-    """The tool name a live ``stop_streaming`` call asks to stop, if this is one."""
-    if getattr(tool, "name", None) != "stop_streaming" or not isinstance(args, dict):
-        return None
-    name = args.get("function_name")
+def is_stop_streaming(tool: Any) -> bool:
+    """``tool`` is ADK's ``stop_streaming``: a live call of it stops a streaming tool."""
+    return getattr(tool, "name", None) == "stop_streaming"
+
+
+def stop_streaming_target(args: Any) -> str | None:
+    """The tool name a ``stop_streaming`` call with these arguments asks to stop."""
+    name = args.get("function_name") if isinstance(args, dict) else None
     return name if isinstance(name, str) else None
 
 

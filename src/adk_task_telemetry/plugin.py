@@ -38,6 +38,7 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 #: Tools remembered at most (a model that invents tool names must not grow it).
 _TOOLS_CACHED = 4 * MAX_SERIES
 _ToolKey = tuple[Any, ...]
+_Tool = tuple[ToolIdentity, Series, bool]
 
 
 class TaskTelemetryPlugin(BasePlugin):
@@ -85,7 +86,8 @@ class TaskTelemetryPlugin(BasePlugin):
         self._capture = capture_arguments
         self._redact = redact
         self._max_arg = max_argument_length
-        self._tools: dict[_ToolKey, tuple[ToolIdentity, Series]] = {}
+        self._tools: dict[_ToolKey, _Tool] = {}
+        self._last: tuple[Any, Any, str, bool, _Tool] | None = None
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
         self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
@@ -117,7 +119,7 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       compat.session_id_of(ctx), ctx, trace.get_current_span(),
-                                      _current_task())
+                                      asyncio.current_task())
         except Exception:
             self._tracker.failed("before_run_callback")
         return None
@@ -127,7 +129,7 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             run = self._tracker.run_of(invocation_context.invocation_id)
             if run is not None:
-                self._tracker.run_step(run, _current_task())
+                self._tracker.run_step(run, asyncio.current_task())
                 parts = compat.function_parts(event)
                 if parts is not None:
                     self._tracker.calls_seen(run, parts[0], parts[1])
@@ -192,17 +194,17 @@ class TaskTelemetryPlugin(BasePlugin):
             if run is None:  # a tool task seen without its before_run (plugin added mid-run)
                 run = tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                           compat.session_id_of(ctx), ctx, None, None)
-            identity, series = self._tool(tool, ctx, run)
-            if identity.kind == sc.Kind.CALL:
-                stop = compat.is_stop_streaming_call(tool, tool_args)
-                if stop is not None:
-                    tracker.stop_requested(run, stop)
+            identity, series, stops = self._tool(tool, ctx, run)
+            if stops:
+                target = compat.stop_streaming_target(tool_args)
+                if target is not None:
+                    tracker.stop_requested(run, target)
             extra = None
             if self._capture:
                 extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                        tool_args)
             tracker.opened(run, identity, series, tool_context.function_call_id or "",
-                           _current_task(), extra)
+                           asyncio.current_task(), extra)
         except Exception:
             tracker.failed("before_tool_callback")
         return None
@@ -241,17 +243,26 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- internals --------------------------------------------------------------
 
-    def _tool(self, tool: BaseTool, ctx: Any, run: RunRecord) -> tuple[ToolIdentity, Series]:
-        """What a call to ``tool`` in ``ctx`` is, worked out once per tool."""
+    def _tool(self, tool: BaseTool, ctx: Any, run: RunRecord) -> _Tool:
+        """What a call to ``tool`` in ``ctx`` is (its identity, series, and whether it
+        stops a streaming tool), worked out once per tool: the last one is kept at hand
+        (a run's calls mostly go to one tool), the rest by their key."""
+        last = self._last
+        if (last is not None and last[0] is tool and last[1] is getattr(ctx, "agent", None)
+                and last[2] == run.app_name and last[3] is compat.is_live(ctx)):
+            return last[4]
         key = (*compat.tool_key(tool, ctx), run.app_name)
         found = self._tools.get(key)
         if found is None:
             identity = ToolIdentity(str(tool.name or "") or type(tool).__name__,
                                     type(tool).__name__, compat.agent_name_of(ctx),
                                     compat.task_kind(tool, ctx), run.app_name)
-            found = (identity, self._tracker.metrics.series_for(identity))
+            found = (identity, self._tracker.metrics.series_for(identity),
+                     identity.kind == sc.Kind.CALL and compat.is_stop_streaming(tool))
             if len(self._tools) < _TOOLS_CACHED:
                 self._tools[key] = found
+        self._last = (tool, getattr(ctx, "agent", None), run.app_name, compat.is_live(ctx),
+                      found)
         return found
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
@@ -273,13 +284,6 @@ class TaskTelemetryPlugin(BasePlugin):
         if redacted is None:
             return None
         return {key: to_attribute(redacted, self._max_arg)}
-
-
-def _current_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
 
 
 def _app_name(ctx: Any) -> str:

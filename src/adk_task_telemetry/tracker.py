@@ -29,7 +29,6 @@ import atexit
 import contextlib
 import contextvars
 import logging
-import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -423,12 +422,13 @@ class Tracker:
         if not run.trace_id:
             run.trace_id = trace.get_current_span(record.parent).get_span_context().trace_id
         self._enter(record)
-        if task is not None and task is not run.driver:
+        driver = run.driver_ref
+        if task is not None and (driver is None or driver() is not task):
             self._task_var.set(record)
             if self.options.track_spawned_tasks:
                 strict.note_tool_task(task)
             record.task = task
-            task.add_done_callback(record, context=_callbacks.context)
+            task.add_done_callback(record)
             if run.watched_ref is None:  # the run's first open task
                 self._watch(run)
         # else: a call that runs in its run's own task has no task of its own; its
@@ -476,7 +476,7 @@ class Tracker:
         if task.done():
             self._end_from_task(record, task)
             return
-        task.add_done_callback(record, context=_callbacks.context)
+        task.add_done_callback(record)
 
     def returned(self, record: TaskRecord, result: dict[str, str] | None = None) -> None:
         """after_tool_callback: the call produced a result (maybe a callback's answer
@@ -771,7 +771,7 @@ class Tracker:
         elif record.task is not task:
             if record.task is not None:
                 record.task.remove_done_callback(record)
-            task.add_done_callback(record, context=_callbacks.context)
+            task.add_done_callback(record)
             record.task = task
         self._orphans.add(record)
 
@@ -839,16 +839,6 @@ def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
     run.unhappy[call_id] = reason
 
 
-class _CallbackContext(threading.local):
-    """The context our done-callbacks run in, one per thread (a context cannot be
-    entered twice at once): the record holds all they need, and asyncio would
-    otherwise copy the current context for every task."""
-
-    def __init__(self) -> None:
-        self.context = contextvars.Context()
-
-
-_callbacks = _CallbackContext()
 _TRACKERS: weakref.WeakSet[Tracker] = weakref.WeakSet()
 
 
