@@ -261,6 +261,8 @@ _MASKS: tuple[tuple[str, str], ...] = (
     (r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|s)\b", "<time>"),
     (r"━+", "━"),
     (r"┄+▶", "┄▶"),
+    # Where a log record of ours was emitted: the line moves with every edit of that file.
+    (r"\b(adk_task_telemetry[\w.]*:\w+\.py):\d+\b", r"\1:<line>"),
     # Versions that belong to the environment, not to this code.
     (r"^(opentelemetry-(?:api|sdk)\s+)\S+", r"\1<version>"),
     (r"^(python\s+)\d+\.\d+\.\d+", r"\1<version>"),
