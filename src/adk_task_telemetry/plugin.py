@@ -16,6 +16,7 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
 from . import exit as _exit
+from . import plugin_order
 from . import semconv as sc
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import OpenTask, TrackerState
@@ -93,6 +94,7 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = invocation_context
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       trace.get_current_span(), _current_task(), ctx)
+            plugin_order.take_first_place(self, ctx)
         except Exception:
             self._tracker.failed("before_run_callback")
         return None
