@@ -97,18 +97,34 @@ def test_no_plugin_leaks():  # README: "no change to the tests"
 '''
 
 
-def test_pytest_gate_on_a_plain_install_fails_leaks_at_the_tool_line(
-        env: Env, tmp_path: Path) -> None:
-    (tmp_path / "test_inner.py").write_text(textwrap.dedent(GATE))
-    (tmp_path / "pytest.ini").write_text(INI)
+@pytest.fixture(scope="module")
+def gate(env: Env, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The output of ``pytest --adk-fail-on-orphans`` on GATE, run in the virtualenv."""
+    project = tmp_path_factory.mktemp("gate")
+    (project / "test_inner.py").write_text(textwrap.dedent(GATE))
+    (project / "pytest.ini").write_text(INI)
     proc = env.run("-m", "pytest", "-p", "no:cacheprovider", "-ra", "--adk-fail-on-orphans",
-                   cwd=tmp_path)
-    out = proc.stdout
-    assert "2 failed" in out, out + proc.stderr
+                   cwd=project)
+    return proc.stdout + proc.stderr
+
+
+def _stuck_at(env: Env) -> str:
     feed = env.site / "leaky_tools" / "__init__.py"
-    line = _line_of(feed, "async def stubborn_feed", "STUCK HERE")
-    for test in ("test_own_plugin_leaks", "test_no_plugin_leaks"):
-        assert f"FAILED test_inner.py::{test} - 1 tool task orphaned" in out, out
-    assert out.count(f"stuck at {feed}:{line} in stubborn_feed") == 2, out
-    assert "asyncio/tasks.py" not in out
-    assert "opentelemetry.instrumentation" not in out  # no "install the extra" warning
+    return f"stuck at {feed}:{_line_of(feed, 'async def stubborn_feed', 'STUCK HERE')} in " \
+           "stubborn_feed"
+
+
+def test_the_pytest_failure_names_the_installed_tool_line(env: Env, gate: str) -> None:
+    assert "FAILED test_inner.py::test_own_plugin_leaks - 1 tool task orphaned" in gate, gate
+    block = gate.split("_ test_own_plugin_leaks _", 1)[1].split("Captured log", 1)[0]
+    assert _stuck_at(env) in block, block
+    assert "asyncio/tasks.py" not in gate
+
+
+def test_the_gate_on_a_plain_install_fails_a_leak_of_a_runner_without_a_plugin(
+        env: Env, gate: str) -> None:
+    assert "FAILED test_inner.py::test_no_plugin_leaks - 1 tool task orphaned" in gate, gate
+    block = gate.split("_ test_no_plugin_leaks _", 1)[1].split("Captured log", 1)[0]
+    assert "stubborn_feed call-feed (streaming): run ended by" in block, block
+    assert _stuck_at(env) in block, block
+    assert "opentelemetry.instrumentation" not in gate  # no "install the extra" warning
