@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from adk_task_telemetry import adk_compat as compat
-from adk_task_telemetry.scenarios.generated import Spec, generate, run_spec
+from adk_task_telemetry.scenarios.generated import CallSpec, Spec, generate, run_spec
 
 from .conftest import Telemetry
 from .lifecycle_oracle import check
@@ -95,13 +95,13 @@ async def _bounded(spec: Spec, run: Coroutine[Any, Any, T], where: str) -> T:
     return task.result()
 
 
-async def _run_and_check(seed: int, telemetry: Telemetry,
+async def _run_and_check(seed: int | Spec, telemetry: Telemetry,
                          caplog: pytest.LogCaptureFixture) -> None:
     global _warm
-    spec: Spec = generate(seed)
+    spec: Spec = generate(seed) if isinstance(seed, int) else seed
     if not _warm:  # the first run in a process is slow (imports, caches): not a scenario's
         _warm = True
-        _, handle = await run_spec(spec, [])
+        _, handle = await _bounded(spec, run_spec(spec, []), "warming up")
         await handle.close()
     plugin = telemetry.plugin()
     with caplog.at_level(logging.WARNING, logger="opentelemetry"):
@@ -155,3 +155,26 @@ async def test_found_lifecycle_bug_stays_fixed(found: Found, telemetry: Telemetr
                                                caplog: pytest.LogCaptureFixture) -> None:
     assert generate(found.seed).describe() == found.description, "the generator changed"
     await _run_and_check(found.seed, telemetry, caplog)
+
+
+#: Callers that cancel, abort or time out a run while its tool works, and the events
+#: each reads first (the abort caller holds its consumer at k: the tool must start).
+_CUTTING = {"cancel": 1, "timeout_run": 1, "timeout_event": 1, "abort": 2}
+
+
+def _adk_lets_go_specs() -> list[Spec]:
+    """A tool that turns its cancellation into an error (a client library that wraps
+    it), cut by each caller. ADK 2.x (its node runtime) then never lets go of the run:
+    gather() reports the error instead of the root task's cancellation, and ADK waits
+    for the gone consumer to take an error event. The same race, with a tool that
+    raised just as the caller cancelled, hung seed 159 on 2.12.0 in a loaded CI run
+    ("did not finish in 30 s without the plugin"): the caller waited for ever."""
+    turn = (CallSpec("cancel_to_error", "c1"), CallSpec("fast", "c2"))
+    return [Spec(-1, "async", (turn,), caller, k) for caller, k in _CUTTING.items()
+            if caller != "abort" or compat.runner_accepts_abort_signal()]
+
+
+@pytest.mark.parametrize("spec", _adk_lets_go_specs(), ids=lambda s: s.caller)
+async def test_a_run_adk_never_lets_go_of_ends_the_scenario(
+        spec: Spec, telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
+    await _run_and_check(spec, telemetry, caplog)
