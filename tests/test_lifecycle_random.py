@@ -215,3 +215,19 @@ def _adk_lets_go_specs() -> list[Spec]:
 async def test_a_run_adk_never_lets_go_of_ends_the_scenario(
         spec: Spec, telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
     await _run_and_check(spec, telemetry, caplog)
+
+
+def test_a_live_run_cut_by_a_timeout_is_compared_by_what_timing_cannot_change() -> None:
+    """Seed 80 on 1.39.1, loaded: with the plugin, an answer of turn 1 arrived before
+    the timeout; without it, the call of turn 3 did. Both are the same run."""
+    spec = generate(80)
+    turn1 = ("agent", (("call", "stream", "c1"), ("call", "sync", "c2")))
+    turn2 = ("agent", (("call", "stream", "c4"),))
+    turn3 = ("agent", (("call", "fast", "c8"),))
+    answer = ("agent", (("response", "sync", "c2", '{"sync": "ok"}'),))
+    live_cut = Spec(80, "live", spec.turns, "timeout_event", spec.k)
+    assert _events_differ(live_cut, [turn1, turn2, answer], [turn1, turn2, turn3]) == []
+    # What the plugin could change is still caught: another answer, calls out of order.
+    other = ("agent", (("response", "sync", "c2", '{"sync": "failed"}'),))
+    assert _events_differ(live_cut, [turn1, answer], [turn1, other, turn2])
+    assert _events_differ(live_cut, [turn2, turn1], [turn1, turn2])
