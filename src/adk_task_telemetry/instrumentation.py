@@ -10,16 +10,11 @@
 ``google.adk.runners.Runner`` the process creates gets the plugin as its *first*
 plugin, with no code change (docs/zero-code.md).
 
-The one wrap point is ``Runner.__init__``: after ADK built the runner's
-``PluginManager`` (from ``App.plugins``, the deprecated ``plugins=``, ADK's
-``--extra_plugins`` or an ``AgentTool``'s parent), the instrumentor looks at
-``runner.plugin_manager.plugins``:
-
-- it already holds a ``TaskTelemetryPlugin`` (the app lists one, ``--extra_plugins``
-  added one, or an ``AgentTool`` child inherited its parent's): nothing is added; that
-  plugin is moved to the front if it was not there (it never returns a value, so
-  moving it cannot change what the other plugins do);
-- otherwise the instrumentor's plugin is inserted first.
+The one wrap point is ``Runner.__init__`` (``runner_hook.py``, which needs neither this
+package's ``[instrument]`` extra nor ``wrapt``): a ``TaskTelemetryPlugin`` the runner
+already holds (the app lists one, ``--extra_plugins`` added one, or an ``AgentTool``
+child inherited its parent's) is moved to the front; otherwise the instrumentor's
+plugin is inserted first.
 
 The instrumentor's plugin is one instance for the whole process, shared by every
 runner it was added to: closing one runner ends only the runs that are no longer
@@ -29,7 +24,6 @@ running, so the runs of the other runners go on untouched.
 from __future__ import annotations
 
 import inspect
-import logging
 import threading
 from collections.abc import Collection
 from typing import Any
@@ -37,11 +31,9 @@ from typing import Any
 from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
     BaseInstrumentor,
 )
-from wrapt import FunctionWrapper
 
 from .plugin import TaskTelemetryPlugin
-
-logger = logging.getLogger("adk_task_telemetry.instrumentation")
+from .runner_hook import RunnerHook
 
 __all__ = ["AdkTaskTelemetryInstrumentor"]
 
@@ -72,8 +64,7 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     _plugin: TaskTelemetryPlugin | None = None
     _plugin_key: tuple[Any, ...] | None = None
     _options: dict[str, Any] = {}
-    _wrapped: dict[str, tuple[Any, Any]] = {}
-    _enabled = False
+    _hook: RunnerHook | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _INSTRUMENTS
@@ -84,8 +75,6 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return self._plugin
 
     def _instrument(self, **kwargs: Any) -> None:
-        from google.adk.runners import Runner
-
         allowed = _plugin_options()
         options = {k: v for k, v in kwargs.items() if k in allowed}
         key = tuple(sorted((k, id(v)) for k, v in options.items()))
@@ -95,32 +84,13 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._plugin = None
             self._plugin_key = key
         self._options = options
-        self._enabled = True
-        self._wrapped = {}
-        original = vars(Runner)["__init__"]
-        replacement = FunctionWrapper(original, self._after_init)
-        Runner.__init__ = replacement  # type: ignore[method-assign]
-        self._wrapped["__init__"] = (original, replacement)
+        self._hook = RunnerHook(self._shared_plugin)
+        self._hook.install()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from google.adk.runners import Runner
-
-        self._enabled = False  # a wrapper someone else wrapped over stays inert
-        for name, (original, replacement) in self._wrapped.items():
-            if vars(Runner).get(name) is replacement:
-                setattr(Runner, name, original)
-        self._wrapped = {}
-
-    # --- wrappers -------------------------------------------------------------
-
-    def _after_init(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> None:
-        wrapped(*args, **kwargs)
-        if self._enabled:
-            try:
-                self._register(instance)
-            except Exception:  # never break the application's Runner
-                logger.warning("adk_task_telemetry: could not register TaskTelemetryPlugin "
-                               "on %r", instance, exc_info=True)
+        if self._hook is not None:
+            self._hook.uninstall()
+            self._hook = None
 
     def _shared_plugin(self) -> TaskTelemetryPlugin:
         """Created when a runner first needs it, not in instrument(): an app that lists
@@ -130,28 +100,3 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             if self._plugin is None:
                 self._plugin = TaskTelemetryPlugin(**self._options)
             return self._plugin
-
-    def _register(self, runner: Any) -> None:
-        plugins = getattr(getattr(runner, "plugin_manager", None), "plugins", None)
-        if not isinstance(plugins, list):
-            logger.warning("adk_task_telemetry: this Runner has no plugin_manager.plugins "
-                           "list; TaskTelemetryPlugin not registered")
-            return
-        present = [p for p in plugins if isinstance(p, TaskTelemetryPlugin)]
-        if present:
-            first = present[0]
-            if plugins[0] is not first:
-                plugins.remove(first)
-                plugins.insert(0, first)
-            if len(present) > 1:
-                logger.warning(
-                    "adk_task_telemetry: %d TaskTelemetryPlugin instances on one Runner "
-                    "(%s): every tool task is reported %d times", len(present),
-                    ", ".join(repr(p.name) for p in present), len(present))
-            return
-        plugin = self._shared_plugin()
-        if any(getattr(p, "name", None) == plugin.name for p in plugins):
-            logger.warning("adk_task_telemetry: a plugin named %r that is not a "
-                           "TaskTelemetryPlugin is registered; not adding ours", plugin.name)
-            return
-        plugins.insert(0, plugin)

@@ -18,7 +18,7 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as compat
 from . import exit as _exit
-from . import pool_metrics
+from . import plugin_order, pool_metrics
 from . import semconv as sc
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
@@ -120,6 +120,7 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
                                       compat.session_id_of(ctx), ctx, trace.get_current_span(),
                                       asyncio.current_task())
+            plugin_order.take_first_place(self, ctx)
         except Exception:
             self._tracker.failed("before_run_callback")
         return None

@@ -6,10 +6,11 @@ unless asked: without the option (or the ini ``adk_fail_on_orphans = true``) and
 
 With the option, every tool task orphaned during a test's setup, call or teardown
 fails that phase's report, naming the tool, call id, run-end trigger and where the
-task is stuck. Runners that list no ``TaskTelemetryPlugin`` get the instrumentor's
-shared one (``AdkTaskTelemetryInstrumentor``; it never doubles an app's own plugin),
-and the engine's observers (``observe.py``) tell this plugin of every task's end.
-Importing this module must stay cheap: ADK is imported only when asked for.
+task is stuck. Runners that list no ``TaskTelemetryPlugin`` get a shared one through
+``runner_hook`` (it never doubles an app's own plugin; it needs no ``[instrument]``
+extra, so every Runner is watched on a plain install too), and the engine's observers
+(``observe.py``) tell this plugin of every task's end. Importing this module must stay
+cheap: ADK is imported only when asked for.
 """
 
 from __future__ import annotations
@@ -82,13 +83,14 @@ def describe(seen: TaskSeen) -> str:
 
 class _Recorder:
     """The one observer: routes what the engine reports to the test running now.
-    It and the instrumentor are installed while anyone uses them (gate or fixture)."""
+    It and the Runner hook are installed while anyone uses them (gate or fixture)."""
 
     def __init__(self) -> None:
         self.current: ToolTasks | None = None
         self.stray: ToolTasks = ToolTasks()  # seen while no test ran
         self._users = 0
-        self._instrumentor: Any = None  # set while we, not the user, instrument
+        self._hook: Any = None  # set while our hook, not the user's, adds the plugin
+        self._plugin: Any = None  # the shared plugin, created when a Runner needs one
 
     def __call__(self, seen: observe.Seen) -> None:
         (self.current if self.current is not None else self.stray)._add(seen)
@@ -97,32 +99,32 @@ class _Recorder:
         self._users += 1
         if self._users == 1:
             observe.add_observer(self)
-            self._instrument()
+            self._install_hook()
 
     def release(self) -> None:
         self._users -= 1
         if self._users == 0:
             observe.remove_observer(self)
-            if self._instrumentor is not None:
-                self._instrumentor.uninstrument()
-                self._instrumentor = None
+            if self._hook is not None:
+                self._hook.uninstall()
+                self._hook = None
 
-    def _instrument(self) -> None:
+    def _install_hook(self) -> None:
         """Gives every Runner without its own TaskTelemetryPlugin the shared one,
-        unless the user's code instruments already (then it is theirs to undo)."""
-        try:
-            from .instrumentation import AdkTaskTelemetryInstrumentor
-        except ImportError as e:  # the [instrument] extra is not installed
-            import warnings
-            warnings.warn(f"adk-task-telemetry: {e}; only runners that list their own "
-                          "TaskTelemetryPlugin are watched (install "
-                          "'adk-task-telemetry[instrument]')", stacklevel=2)
+        unless the user's code hooks Runners already (the instrumentor: theirs)."""
+        from . import runner_hook
+
+        if runner_hook.is_hooked():
             return
-        instrumentor = AdkTaskTelemetryInstrumentor()
-        if not instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.instrument()  # may decline (a dependency conflict): then not ours
-            if instrumentor.is_instrumented_by_opentelemetry:
-                self._instrumentor = instrumentor
+        self._hook = runner_hook.RunnerHook(self._shared_plugin)
+        self._hook.install()
+
+    def _shared_plugin(self) -> Any:
+        if self._plugin is None:
+            from .plugin import TaskTelemetryPlugin
+
+            self._plugin = TaskTelemetryPlugin()
+        return self._plugin
 
     def switch(self, tasks: ToolTasks | None) -> ToolTasks | None:
         previous, self.current = self.current, tasks

@@ -7,9 +7,12 @@ and the reader that finds "where it is stuck" cannot drift apart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import gc
 import os
 import re
+import site
 import sys
 import sysconfig
 import traceback
@@ -90,7 +93,14 @@ def _format(frames: list[types.FrameType]) -> str:
 # --- reading a captured stack back ------------------------------------------------
 
 _FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
-_FRAMEWORK_PARTS = ("/google/adk/", "/google/genai/", "/opentelemetry/", "/asyncio/")
+#: Packages that are never "where the user's code waits", wherever they are installed
+#: (a site-packages dir, a source checkout): paths as they appear below an import root.
+_FRAMEWORK_PACKAGES = ("google/adk/", "google/genai/", "opentelemetry/")
+#: Directories third-party code is installed into (pip, distro packages).
+_SITE_DIR_NAMES = ("site-packages", "dist-packages")
+#: A standard library seen in a stack captured elsewhere (another interpreter or
+#: machine): ``.../lib/python3.11/asyncio/tasks.py``, ``...\\Lib\\asyncio\\tasks.py``.
+_FOREIGN_STDLIB_RE = re.compile(r"(?:^|/)(?:lib/(?:pypy|python)\d+(?:\.\d+)?t?|Lib)/")
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,56 @@ def _short_path(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def _stdlib_dirs() -> tuple[str, ...]:
+def _slashed(path: str) -> str:
+    return os.path.normpath(path).replace(os.sep, "/").replace("\\", "/")
+
+
+@functools.lru_cache(maxsize=1)
+def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(this interpreter's standard library dirs, its site-packages dirs), slashed.
+
+    A virtualenv's ``platstdlib`` is its own ``lib/python3.X``, which holds its
+    ``site-packages``: the site dirs are told apart first, so an installed tool is
+    not taken for the standard library.
+    """
     paths = sysconfig.get_paths()
-    return tuple(os.path.normpath(p) + os.sep for p in {paths["stdlib"], paths["platstdlib"]})
+    stdlib = {paths[k] for k in ("stdlib", "platstdlib") if paths.get(k)}
+    sites = {paths[k] for k in ("purelib", "platlib") if paths.get(k)}
+    with contextlib.suppress(Exception):  # site may be disabled (python -S)
+        sites.update(site.getsitepackages())
+    with contextlib.suppress(Exception):
+        sites.add(site.getusersitepackages())
+    return (tuple(_slashed(p) + "/" for p in stdlib),
+            tuple(_slashed(p) + "/" for p in sites))
+
+
+def _below_site_dir(path: str) -> str | None:
+    """The part of ``path`` below the site-packages dir it is installed in, if any."""
+    _, sites = _roots()
+    for root in sites:
+        if path.startswith(root):
+            return path[len(root):]
+    for name in _SITE_DIR_NAMES:
+        marker = f"/{name}/"
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    return None
+
+
+def is_framework_path(file: str) -> bool:
+    """Whether a frame's file is the standard library, ADK, google-genai or
+    OpenTelemetry rather than the user's code. Anything else installed in a
+    site-packages dir (the user's own wheel, a toolkit library) is the user's."""
+    if file.startswith("<"):  # <frozen ...>, <string>
+        return True
+    path = _slashed(file)
+    installed = _below_site_dir(path)
+    if installed is not None:
+        return installed.startswith(_FRAMEWORK_PACKAGES)
+    stdlib, _ = _roots()
+    if path.startswith(stdlib) or _FOREIGN_STDLIB_RE.search(path):
+        return True
+    return any(f"/{p}" in f"/{path}" for p in _FRAMEWORK_PACKAGES)
 
 
 def parse_frames(stacktrace: str) -> list[Frame]:
@@ -137,11 +194,7 @@ def innermost_user_frame(stacktrace: str) -> Frame | None:
     the standard library, ADK, google-genai and OpenTelemetry. Falls back to the
     innermost frame when every frame is framework code."""
     frames = parse_frames(stacktrace)
-    stdlib = _stdlib_dirs()
     for f in reversed(frames):
-        path = os.path.normpath(f.file)
-        if f.file.startswith("<") or path.startswith(stdlib) or any(
-                p in path.replace(os.sep, "/") for p in _FRAMEWORK_PARTS):
-            continue
-        return f
+        if not is_framework_path(f.file):
+            return f
     return frames[-1] if frames else None

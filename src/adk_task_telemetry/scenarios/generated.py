@@ -28,6 +28,16 @@ when the run-end sweep looked, which only timestamps can settle (see the
 oracle in the tests). After the snapshot, ``cleanup()`` cancels every body
 still running and waits, so each task's real end is known.
 
+A caller that cancelled or closed the run waits a bounded time (``ADK_STUCK``) for
+ADK to let go: ADK 2.x (its node runtime, 2.0 to 2.13 at least) can deadlock there,
+and the caller then cancels once more, which frees it (``Outcome.adk_stuck`` says
+where; ``_Run._settle`` says why). Without that bound one such race hung the test.
+
+Some run_async scenarios that consume their run have an overlap (``Spec.answer``):
+the client answers the first run's long-running call while that run still works, so
+two runs of one session overlap (under one invocation id on ADK 2.x), and the first
+ends while a tool of the second runs. Nothing may be reported orphaned then.
+
 Only what the installed ADK supports is generated: live runs where the plugin
 sees live tool calls and the end of a live run (adk_compat), live non-blocking
 tools where ``google.genai.types`` has ``Behavior``, the abort signal where
@@ -64,7 +74,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from .. import adk_compat as compat
-from .model import ScriptedLiveConnection, ScriptedLlm, call, text
+from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, call, text
 
 APP_NAME = "generated"
 USER_ID = "user"
@@ -91,16 +101,28 @@ LIVE_DEADLINE = 1.0
 GATE_LIMIT = 5.0  # a safety net only: a cold first run can take a second to reach k
 AFTER_CLOSE = 0.3
 TEARDOWN_LIMIT = 3.0
+#: A run the caller cancelled or closed that has not ended by then never will (an ADK
+#: deadlock, see _Run._settle): cancellations end in milliseconds, even loaded.
+ADK_STUCK = 5.0
 
 #: Tools of run_async scenarios; "hang" and blocking "stubborn" need a caller that ends it.
 ASYNC_TOOLS = ("sync", "fast", "slow", "fail", "flaky", "stubborn", "hang", "ticket",
                "spawn", "agent_tool")
+# ("cancel_to_error" is a tool of fixed regression specs only: one added to ASYNC_TOOLS
+# would change what every seed draws, and the FOUND seeds of the random test replay theirs.)
 #: Tools of run_live scenarios (non_blocking where the ADK has it).
 LIVE_TOOLS = ("sync", "fast", "stream", "stubborn_stream", "non_blocking")
 #: Callers: how the caller consumes and ends the run.
 ASYNC_CALLERS = ("consume", "break", "break_aclosing", "timeout_run", "timeout_event",
                  "cancel", "abort")
 LIVE_CALLERS = ("leave", "aclose_k", "close_queue_k", "cancel_k", "timeout_event")
+#: Tools of the answering run of an overlap (``Spec.answer``): slow ones most often, so
+#: that the first run usually ends while one still runs.
+ANSWER_TOOLS = ("sync", "fast", "slow", "slow", "flaky", "stubborn")
+#: The long-running call of the first run that the client answers (``Spec.answer``).
+ANSWERED_ID = "lr"
+#: RUN_TAG of the answering run (the first run has the default, "").
+ANSWER_TAG = "answer"
 #: Callers that end a run while a tool still blocks.
 _ENDS_BLOCKED = frozenset({"timeout_run", "timeout_event", "cancel", "abort"})
 
@@ -126,6 +148,11 @@ class Spec:
     turns: tuple[tuple[CallSpec, ...], ...]
     caller: str
     k: int  # events the caller reads before it acts (callers that use it)
+    #: An overlap (issue 15): the calls of a second run of the same session, which the
+    #: client starts by answering the first run's long-running call ``ANSWERED_ID``
+    #: while the first run's model works on its last turn (which waits for a tool of
+    #: the second run to start). On ADK 2.x both runs have one invocation id.
+    answer: tuple[CallSpec, ...] = ()
 
     @property
     def blocking(self) -> bool:
@@ -135,27 +162,14 @@ class Spec:
     def describe(self) -> str:
         turns = " | ".join(",".join(f"{c.tool}#{c.call_id or '-'}" for c in t)
                            for t in self.turns)
-        return f"seed={self.seed} {self.mode} caller={self.caller} k={self.k} [{turns}]"
+        overlap = (" answer=[" + ",".join(f"{c.tool}#{c.call_id}" for c in self.answer) + "]"
+                   if self.answer else "")
+        return f"seed={self.seed} {self.mode} caller={self.caller} k={self.k} [{turns}]{overlap}"
 
 
-def generate(seed: int) -> Spec:
-    """A scenario drawn from ``seed``: the same seed, the same scenario."""
-    rng = random.Random(seed)
-    mode = "live" if rng.random() < 0.35 else "async"
-    if not (compat.LIVE_CALLS_SEEN and compat.LIVE_RUN_END_SEEN) or (
-            compat.LIVE_SEND_LOOP_POLLS and sys.version_info < (3, 12)):
-        # The plugin would see no live tool call here, or not the end of a live run
-        # (no ADK since 1.14: adk_compat hooks the releases that give no signal); or
-        # leaving a live run may hang in ADK itself (adk_compat.LIVE_SEND_LOOP_POLLS).
-        mode = "async"
-    if mode == "async":
-        callers = [c for c in ASYNC_CALLERS
-                   if c != "abort" or compat.runner_accepts_abort_signal()]
-        caller = rng.choice(callers)
-        tools = [t for t in ASYNC_TOOLS if t != "hang" or caller in _ENDS_BLOCKED]
-    else:
-        caller = rng.choice(LIVE_CALLERS)
-        tools = [t for t in LIVE_TOOLS if t != "non_blocking" or has_live_non_blocking()]
+def _draw_turns(rng: random.Random, mode: str, tools: Sequence[str]
+                ) -> list[tuple[CallSpec, ...]]:
+    """One to three model turns of one to five calls (ids: fresh, duplicate or none)."""
     n = 0
     turns: list[tuple[CallSpec, ...]] = []
     for _ in range(rng.randint(1, 3)):
@@ -184,10 +198,55 @@ def generate(seed: int) -> Spec:
             calls = [CallSpec("fast", c.call_id) if c.tool == "agent_tool" else c
                      for c in calls]
         turns.append(tuple(calls))
+    return turns
+
+
+def _draw_answer(rng: random.Random) -> tuple[CallSpec, ...]:
+    return tuple(CallSpec(rng.choice(ANSWER_TOOLS), f"b{i + 1}")
+                 for i in range(rng.randint(1, 3)))
+
+
+def generate(seed: int) -> Spec:
+    """A scenario drawn from ``seed``: the same seed, the same scenario."""
+    rng = random.Random(seed)
+    mode = "live" if rng.random() < 0.35 else "async"
+    if not (compat.LIVE_CALLS_SEEN and compat.LIVE_RUN_END_SEEN) or (
+            compat.LIVE_SEND_LOOP_POLLS and sys.version_info < (3, 12)):
+        # The plugin would see no live tool call here, or not the end of a live run
+        # (no ADK since 1.14: adk_compat hooks the releases that give no signal); or
+        # leaving a live run may hang in ADK itself (adk_compat.LIVE_SEND_LOOP_POLLS).
+        mode = "async"
+    if mode == "async":
+        callers = [c for c in ASYNC_CALLERS
+                   if c != "abort" or compat.runner_accepts_abort_signal()]
+        caller = rng.choice(callers)
+        tools = [t for t in ASYNC_TOOLS if t != "hang" or caller in _ENDS_BLOCKED]
+    else:
+        caller = rng.choice(LIVE_CALLERS)
+        tools = [t for t in LIVE_TOOLS if t != "non_blocking" or has_live_non_blocking()]
+    turns = _draw_turns(rng, mode, tools)
     # Events the run yields at most: per turn a call event and a response event
     # (and run_async's final text), so the caller's k is always reachable.
     most = 2 * len(turns) + (1 if mode == "async" else 0)
-    return Spec(seed, mode, tuple(turns), caller, rng.randint(1, most))
+    k = rng.randint(1, most)
+    # Drawn last, so that every draw above (and every FOUND seed's scenario) is as it was.
+    answer: tuple[CallSpec, ...] = ()
+    # (Not where a call fails: the first run would end before the client answers.)
+    if (mode == "async" and caller == "consume" and rng.random() < 0.7
+            and not any(c.tool == "fail" for t in turns for c in t)):
+        turns[0] = (*turns[0], CallSpec("ticket", ANSWERED_ID))
+        answer = _draw_answer(rng)
+    return Spec(seed, mode, tuple(turns), caller, k, answer)
+
+
+def generate_overlap(seed: int) -> Spec:
+    """An overlap drawn from ``seed`` (every seed gives one; ``generate`` gives one for
+    a few): the first run's turns from the tools that let it reach its last turn."""
+    rng = random.Random(f"overlap-{seed}")
+    tools = [t for t in ASYNC_TOOLS if t not in ("hang", "fail")]
+    turns = _draw_turns(rng, "async", tools)
+    turns[0] = (*turns[0], CallSpec("ticket", ANSWERED_ID))
+    return Spec(seed, "async", tuple(turns), "consume", 1, _draw_answer(rng))
 
 
 # --- ground truth ------------------------------------------------------------------
@@ -224,6 +283,7 @@ class Truth:
         self.tasks: list[TaskTruth] = []
         self.spawned: list[asyncio.Task[Any]] = []
         self.blocked = asyncio.Event()  # a body that waits for the run's end began
+        self.answering = asyncio.Event()  # a body of the answering run began (Spec.answer)
         self.stopping = False
 
     def enter(self, tool_context: ToolContext, tool: str) -> TaskTruth:
@@ -231,6 +291,8 @@ class Truth:
         assert task is not None
         record = TaskTruth(str(tool_context.function_call_id or ""), tool, task, time.time_ns())
         self.tasks.append(record)
+        if RUN_TAG.get() == ANSWER_TAG:
+            self.answering.set()
 
         def done(_task: asyncio.Task[Any]) -> None:
             record.ended_ns = time.time_ns()
@@ -292,6 +354,9 @@ class Outcome:
     cut: bool = False
     #: Call ids pending at ``end_ns`` (one entry per task: duplicates repeat).
     real_orphans: list[TaskTruth] = field(default_factory=list)
+    #: Where ADK did not let go of a run the caller had cancelled or closed within
+    #: ADK_STUCK (the caller then cancelled once more): ADK's deadlock, not a plugin's.
+    adk_stuck: list[str] = field(default_factory=list)
 
     def normalized_events(self) -> list[tuple[Any, ...]]:
         """Authors, calls and responses by name and id, texts: comparable across runs."""
@@ -441,14 +506,26 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
                     raise
                 yield "tick"
 
+    async def cancel_to_error(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Waits until cancelled, then raises an error instead (a client library that
+        wraps its cancellation in an error of its own)."""
+        with truth.body(tool_context, "cancel_to_error"):
+            truth.blocked.set()
+            try:
+                await asyncio.sleep(HANG)
+            except asyncio.CancelledError:
+                raise RuntimeError("request cancelled") from None
+            return {"cancel_to_error": "ok"}
+
     async def non_blocking(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """Works in the background (a live non-blocking tool)."""
         with truth.body(tool_context, "non_blocking"):
             await asyncio.sleep(SLOW + delay)
             return {"background": "done"}
 
-    plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream)
-    used = {c.tool for t in spec.turns for c in t}
+    plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream,
+             cancel_to_error)
+    used = {c.tool for t in (*spec.turns, spec.answer) for c in t}
     out: list[Any] = [f for f in plain if f.__name__ in used]
     if "ticket" in used:
         out.append(LongRunningFunctionTool(ticket))
@@ -529,7 +606,11 @@ class _Run:
         self.truth = Truth()
         self.out = Outcome(spec, self.truth)
         tools = _tools(self.truth, spec)
-        if spec.mode == "async":
+        self.answer_now = asyncio.Event()  # the first run's last model turn has begun
+        self.model: ScriptedLlm | PerRunLlm
+        if spec.answer:
+            self.model = self._overlap_model()
+        elif spec.mode == "async":
             self.model = ScriptedLlm(turns=[*(_parts(t) for t in spec.turns), [text("done")]])
         else:
             self.model = _LiveLlm()
@@ -540,6 +621,36 @@ class _Run:
         self.before: set[asyncio.Task[Any]] = set()
         self.last_event_ns = 0
         self.session_id = ""
+
+    def _overlap_model(self) -> PerRunLlm:
+        """The first run's turns, then a last turn that lets the client answer and waits
+        for the answering run's first tool; the answering run's turn of calls."""
+        def turn(parts: list[types.Part]) -> Any:
+            async def replay() -> list[types.Part]:
+                return parts
+            return replay
+
+        async def last() -> list[types.Part]:
+            self.answer_now.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.truth.answering.wait(), GATE_LIMIT)
+            return [text("done")]
+        return PerRunLlm({"": [*(turn(_parts(t)) for t in self.spec.turns), last],
+                          ANSWER_TAG: [turn(_parts(self.spec.answer)),
+                                       turn([text("answered")])]})
+
+    async def _answer(self, sid: str) -> None:
+        """The client answers the long-running call once the first run's last turn has
+        begun: a second run of the session, in the caller's context (not ADK's)."""
+        await self.answer_now.wait()
+        RUN_TAG.set(ANSWER_TAG)
+        message = types.Content(role="user", parts=[types.Part(
+            function_response=types.FunctionResponse(id=ANSWERED_ID, name="ticket",
+                                                     response={"status": "approved"}))])
+        async with contextlib.aclosing(self.runner.run_async(
+                user_id=USER_ID, session_id=sid, new_message=message)) as agen:
+            async for event in agen:
+                self._got(event)
 
     def _mark_end(self) -> None:
         if not self.out.end_begin_ns:
@@ -555,7 +666,7 @@ class _Run:
                 # The first event only starts the run: a loaded machine may take a
                 # while, and a timeout there would be a race, not a scenario.
                 limit = EVENT_TIMEOUT if self.out.events else GATE_LIMIT
-                self._got(await asyncio.wait_for(agen.__anext__(), limit))
+                self._got(await self._within(agen.__anext__(), limit, "an event's timeout"))
         except asyncio.TimeoutError:
             self.out.end_begin_ns = start + int(limit * 1e9)
             self.out.cut = True
@@ -570,6 +681,62 @@ class _Run:
         """Live events that count towards k: all but a non-blocking tool's answer,
         which arrives whenever its background task finishes."""
         return len(normalize(self.out.events, live=True))
+
+    # --- waiting for ADK to let go ------------------------------------------------
+
+    async def _settle(self, task: asyncio.Future[Any], what: str) -> None:
+        """Waits for ``task`` (it drives the run, which the caller cancelled, aborted or
+        cut short) to end, at most ADK_STUCK; then cancels it once more and waits again.
+
+        ADK 2.x deadlocks here when its root task's cancellation meets a tool task that
+        ends with an error at that moment (a tool that raised just then, or one that
+        turns its cancellation into an error): ``asyncio.gather`` reports the error,
+        not the cancellation, so ADK's node runner enqueues an error event and waits
+        for the consumer, which is gone, to process it, while ``_cleanup_root_task``
+        awaits the root task for ever. A second cancellation frees it.
+        """
+        done, _ = await asyncio.wait([task], timeout=ADK_STUCK)
+        if not done:
+            self.out.adk_stuck.append(what)
+            task.cancel()
+            await asyncio.wait([task], timeout=ADK_STUCK)
+
+    async def _within(self, aw: Any, timeout: float, what: str) -> Any:
+        """``asyncio.wait_for``, except that a cancellation ADK never finishes is
+        settled (``_settle``) instead of waited for without end. As with wait_for, what
+        the cancelled task ended with anyway (a result, an error) is what it returns."""
+        task = asyncio.ensure_future(aw)
+        done, _ = await asyncio.wait([task], timeout=timeout)
+        if not done:
+            task.cancel()
+            await self._settle(task, what)
+            if not task.done() or task.cancelled():
+                raise asyncio.TimeoutError
+        return task.result()
+
+    @contextlib.contextmanager
+    def _unstick(self, what: str) -> Any:
+        """Around an await in the caller's own task that ends ADK's run (closing its
+        generator): past ADK_STUCK the task is cancelled once more (``_settle``)."""
+        me = asyncio.current_task()
+        assert me is not None
+        fired: list[bool] = []
+
+        def fire() -> None:
+            fired.append(True)
+            me.cancel()
+        handle = asyncio.get_running_loop().call_later(ADK_STUCK, fire)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if not fired:
+                raise
+        finally:
+            handle.cancel()
+            if fired:
+                self.out.adk_stuck.append(what)
+                if hasattr(me, "uncancel"):  # 3.11+: the cancellation was ours, handled
+                    me.uncancel()
 
     async def run(self) -> Outcome:
         session = await self.runner.session_service.create_session(
@@ -599,13 +766,10 @@ class _Run:
             # a collection takes long enough for a tool to finish meanwhile.
             gc.collect()
         deadline = time.monotonic() + TEARDOWN_LIMIT
-        me = asyncio.current_task()
         while True:
             for _ in range(3):
                 await asyncio.sleep(0)
-            own = self.truth.own_tasks()
-            left = [t for t in asyncio.all_tasks()
-                    if t not in self.before and t is not me and t not in own and not t.done()]
+            left = self._adk_tasks_left()
             remaining = deadline - time.monotonic()
             if not left:
                 return
@@ -614,8 +778,21 @@ class _Run:
                 return
             await asyncio.wait(left, timeout=remaining)
 
+    def _adk_tasks_left(self) -> list[asyncio.Task[Any]]:
+        me, own = asyncio.current_task(), self.truth.own_tasks()
+        return [t for t in asyncio.all_tasks()
+                if t not in self.before and t is not me and t not in own and not t.done()]
+
     async def close(self) -> None:
         await self.truth.cleanup()
+        left = self._adk_tasks_left()
+        if left:  # ADK's deadlock in a task of its own (an abandoned generator's finaliser)
+            _, pending = await asyncio.wait(left, timeout=ADK_STUCK)
+            if pending:  # cancelled once more, it lets go (_settle)
+                self.out.adk_stuck.append("ADK's own task")
+                for t in pending:
+                    t.cancel()
+                await asyncio.wait(pending, timeout=ADK_STUCK)
         with contextlib.suppress(Exception):
             await self.runner.close()
         for _ in range(3):
@@ -645,7 +822,19 @@ class _Run:
                 self._got(event)
 
         caller = spec.caller
-        if caller == "consume":
+        if caller == "consume" and spec.answer:
+            # Both runs are the caller's: it ends the scenario once both are over.
+            answering = asyncio.ensure_future(self._answer(sid))
+            try:
+                async with contextlib.aclosing(agen):
+                    await consume_all()
+                if self.answer_now.is_set():
+                    await answering
+            finally:
+                if not answering.done():
+                    answering.cancel()
+                    await asyncio.gather(answering, return_exceptions=True)
+        elif caller == "consume":
             async with contextlib.aclosing(agen):
                 await consume_all()
         elif caller in ("break", "break_aclosing"):
@@ -656,22 +845,27 @@ class _Run:
                         self._mark_end()
                         break
             if caller == "break_aclosing":
-                async with contextlib.aclosing(agen):
+                try:
                     await read_k()
+                finally:
+                    with self._unstick("aclose"):
+                        await agen.aclose()
             else:
                 await read_k()
                 del agen  # abandoned: finalised by the garbage collector
         elif caller == "timeout_run":
             start = time.time_ns()
             try:
-                await asyncio.wait_for(consume_all(), RUN_TIMEOUT)
+                await self._within(consume_all(), RUN_TIMEOUT, "the run's timeout")
             except asyncio.TimeoutError:
                 self.out.end_begin_ns = start + int(RUN_TIMEOUT * 1e9)
                 self.out.cut = True
-            await agen.aclose()
+            with self._unstick("aclose"):
+                await agen.aclose()
         elif caller == "timeout_event":
             await self._read_with_event_timeout(agen)
-            await agen.aclose()
+            with self._unstick("aclose"):
+                await agen.aclose()
         elif caller == "cancel":
             # The consumer keeps only its first k events, then reads on without
             # keeping any: where it is cancelled varies, what it kept does not.
@@ -689,10 +883,11 @@ class _Run:
                 self._mark_end()
                 consumer.cancel()
                 self.out.cut = True
-            await asyncio.gather(consumer, return_exceptions=True)
-            if not consumer.cancelled() and consumer.exception() is not None:
+            await self._settle(consumer, "the cancelled consumer")
+            if consumer.done() and not consumer.cancelled() and consumer.exception():
                 raise consumer.exception()  # type: ignore[misc]  # the run's own error
-            await agen.aclose()
+            with self._unstick("aclose"):
+                await agen.aclose()
         elif caller == "abort":
             # The consumer pauses after k events until the abort is signalled
             # (or is inside the step that blocks when it is), then reads to the end.
@@ -710,10 +905,11 @@ class _Run:
             assert abort is not None
             abort.set()
             go_on.set()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(consumer), LIVE_DEADLINE)
-            await asyncio.gather(consumer, return_exceptions=True)
-            await agen.aclose()
+            await self._settle(consumer, "the aborted consumer")
+            if consumer.done() and not consumer.cancelled():
+                consumer.exception()  # retrieved: the caller does not re-raise it
+            with self._unstick("aclose"):
+                await agen.aclose()
         else:  # pragma: no cover
             raise ValueError(caller)
 
@@ -809,6 +1005,6 @@ async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, 
     return await run.run(), run
 
 
-__all__ = ["ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS", "CallSpec",
-           "Outcome", "Spec", "TaskTruth", "Truth", "generate", "has_live_non_blocking",
-           "normalize", "run_spec"]
+__all__ = ["ANSWER_TOOLS", "ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS",
+           "CallSpec", "Outcome", "Spec", "TaskTruth", "Truth", "generate", "generate_overlap",
+           "has_live_non_blocking", "normalize", "run_spec"]

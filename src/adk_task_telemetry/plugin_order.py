@@ -1,0 +1,81 @@
+"""TaskTelemetryPlugin's place among a Runner's plugins: first, whatever order the app gave.
+
+ADK calls the plugins in order and stops at the first that returns a value. A plugin
+ahead of ours that answers ``on_tool_error_callback`` (ADK's own
+``ReflectAndRetryToolPlugin`` does) hides the error from ours: the failed tool would
+be reported ``ok``. Users list plugins in any order, so at a run's start the plugin
+moves itself (with any other TaskTelemetryPlugin) ahead of the rest, as the
+instrumentor does at ``Runner.__init__``, and says so once in an INFO line.
+
+The move *replaces* ``PluginManager.plugins`` with a new list rather than reordering
+it in place: the loop calling us (and a concurrent run's loop over the same list)
+keeps iterating the old list, so no plugin is called twice or skipped. Where the
+list cannot be replaced, one WARNING names the plugins ahead and what they can hide.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from google.adk.plugins.base_plugin import BasePlugin
+
+from . import semconv as sc
+
+logger = logging.getLogger(sc.LOGGER_NAME)
+
+#: The callbacks of ours that a plugin ahead can short-circuit, and what is lost then.
+HIDDEN_BY: dict[str, str] = {
+    "on_tool_error_callback": "a tool that raises is reported ok, with no exception event",
+    "before_tool_callback": "a call it answers is not seen at all",
+    "after_tool_callback": "a live streaming call is reported ended when its dispatch "
+                           "returns",
+}
+
+_told: weakref.WeakSet[Any] = weakref.WeakSet()  # plugins that logged their line
+
+
+def _overrides(plugin: Any, callback: str) -> bool:
+    return getattr(type(plugin), callback, None) is not getattr(BasePlugin, callback, None)
+
+
+def take_first_place(plugin: Any, invocation_context: Any) -> None:
+    """Called from ``plugin``'s ``before_run_callback``: puts ``plugin`` (and every
+    other plugin of its class) ahead of any plugin that could answer before it."""
+    manager: Any = getattr(invocation_context, "plugin_manager", None)
+    plugins = getattr(manager, "plugins", None)
+    if not isinstance(plugins, list) or not plugins or plugins[0] is plugin:
+        return
+    ours = type(plugin)
+    ahead: list[Any] = []
+    for p in plugins:
+        if p is plugin:
+            break
+        if not isinstance(p, ours):
+            ahead.append(p)
+    hidden = {cb: [p for p in ahead if _overrides(p, cb)] for cb in HIDDEN_BY}
+    if not any(hidden.values()):
+        return  # nothing ahead can answer before us: the order changes nothing
+    moved = [p for p in plugins if isinstance(p, ours)] + [
+        p for p in plugins if not isinstance(p, ours)]
+    try:
+        manager.plugins = moved
+        ok = manager.plugins is moved
+    except Exception:  # a PluginManager whose list cannot be replaced
+        ok = False
+    if plugin in _told:
+        return
+    _told.add(plugin)
+    names = ", ".join(repr(getattr(p, "name", type(p).__name__)) for p in ahead)
+    if ok:
+        logger.info("adk_task_telemetry: TaskTelemetryPlugin %r was registered after %s; "
+                    "it moved itself first so that no plugin answers a tool callback "
+                    "before it sees it (register it first to keep your order)",
+                    getattr(plugin, "name", ""), names)
+    else:
+        lost = "; ".join(f"{cb} answered by {', '.join(repr(p.name) for p in ps)}: "
+                         f"{HIDDEN_BY[cb]}" for cb, ps in hidden.items() if ps)
+        logger.warning("adk_task_telemetry: TaskTelemetryPlugin %r is registered after %s "
+                       "and cannot move itself first on this ADK; outcomes it cannot see: "
+                       "%s. Register it first.", getattr(plugin, "name", ""), names, lost)
