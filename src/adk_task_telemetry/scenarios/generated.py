@@ -934,6 +934,7 @@ class _Run:
                            response_modalities=[types.Modality.TEXT])
         agen = self.runner.run_live(user_id=USER_ID, session_id=sid,
                                     live_request_queue=queue, run_config=config)
+        assert isinstance(self.model, ScriptedLlm)  # overlaps are run_async only
         for turn in spec.turns:
             self.model.say_live(*_parts(turn))
         want = sum(len(t) for t in spec.turns)
