@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     def bindir(adk: str) -> Path:
-        path: Path = args.venvs / f"adk-{adk}" / "bin"
+        path: Path = args.venvs.resolve() / f"adk-{adk}" / "bin"
         if not path.is_dir():
             raise SystemExit(f"docs_capture: {path} missing (make venvs builds it)")
         return path
