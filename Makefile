@@ -103,6 +103,27 @@ $(VENVS)/adk-%/.installed: pyproject.toml | $(UV_DEP)
 
 venvs: $(foreach v,$(ADK_VERSIONS),$(VENVS)/adk-$(v)/.installed)
 
+# --- bench: benchmarks/ (docs/benchmarks.md; never part of `make test`) ---------------
+# The hot path through a real Runner on each BENCH_ADK (CPU time, interleaved, paired;
+# appended to benchmarks/results/hot_path-after-<adk>.json), then the section benchmarks
+# in their own venv (the OpenInference instrumentor pulls a newer OpenTelemetry SDK), which
+# write docs/benchmarks.md. `make bench-quick`: a smoke run of the sections.
+BENCH_ADK ?= $(ADK_NEWEST) 1.39.1
+BENCH_PY := $(VENVS)/bench/bin/python
+BENCH_EXTRAS := export,bench
+
+$(VENVS)/bench/.installed: pyproject.toml | $(UV_DEP)
+	$(call uv_venv,$(VENVS)/bench,-e ".[$(BENCH_EXTRAS)]" "google-adk==$(ADK_NEWEST)")
+	touch $@
+
+bench: $(foreach v,$(BENCH_ADK),$(VENVS)/adk-$(v)/.installed) $(VENVS)/bench/.installed
+	@set -e; for v in $(BENCH_ADK); do \
+	  $(VENVS)/adk-$$v/bin/python -m benchmarks.bench_hot_path --rounds 3 --record after; done
+	$(BENCH_PY) -m benchmarks.run
+
+bench-quick: $(VENVS)/bench/.installed
+	$(BENCH_PY) -m benchmarks.run --quick
+
 # Debian's prometheus (promtool, a real server), docker-compose and chromium (renders the
 # HTML report in tests/test_html_report.py), where we are root.
 system-deps:

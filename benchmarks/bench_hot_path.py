@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_hot_path                  # sampled and unsampled, 3 rounds
     python -m benchmarks.bench_hot_path --rounds 5 --json out.json
+    python -m benchmarks.bench_hot_path --record after   # appended to benchmarks/results
 
 Each sampler runs in a process of its own (a process can set the global
 TracerProvider, which ADK traces with, only once). Inside it, through a real ADK
@@ -26,9 +27,15 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .common import NoopSpanExporter, quiet_plugin_logger
+
+RESULTS = Path(__file__).with_name("results")
+#: What a recorded run measured: "after" is this tree; "before" the engine of the
+#: round before (issue 18), measured with ``PYTHONPATH=<its checkout>/src``.
+LABELS = ("before", "after")
 
 CALLS = 10
 RUNS_PER_BLOCK = 20
@@ -188,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--record", choices=LABELS,
+                        help="append the results to benchmarks/results/hot_path-LABEL-ADK.json")
     parser.add_argument("--child", choices=SAMPLERS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -214,7 +223,47 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.record:
+        path = RESULTS / f"hot_path-{args.record}-{results['google_adk']}.json"
+        runs = json.loads(path.read_text())["runs"] if path.exists() else []
+        results["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        path.write_text(json.dumps({"runs": [*runs, results]}, indent=1) + "\n")
     return 0
+
+
+def _row(runs: list[dict[str, Any]], sampler: str, key: str) -> str:
+    values = sorted(r["samplers"][sampler][key] for r in runs)
+    mid = statistics.median(values)
+    return f"{mid:.2f}" if len(values) == 1 else (
+        f"{mid:.2f} ({values[0]:.2f}-{values[-1]:.2f})")
+
+
+def markdown() -> list[str]:
+    """docs/benchmarks.md's section on this benchmark, from the recorded runs."""
+    found = {(label, p.stem.rsplit("-", 1)[1]): json.loads(p.read_text())["runs"]
+             for label in LABELS for p in sorted(RESULTS.glob(f"hot_path-{label}-*.json"))}
+    if not found:
+        return []
+    lines = ["## The hot path through a real Runner (issue 18)", "",
+             "`python -m benchmarks.bench_hot_path --record after` (`make bench` runs it on "
+             "each ADK of `BENCH_ADK`); `before` is the same benchmark with the engine of "
+             "the round before on `PYTHONPATH`. " + " ".join(__doc__.split("\n\n")[1].split()),
+             "Each cell: the median over the recorded runs of each run's median (3 rounds x "
+             f"{PAIRS_PER_ROUND} pairs), and the range over runs. Targets: at most 1.5x the "
+             "floor per task, at most 7% added per 10-tool run, unsampled at most 0.25x of "
+             "sampled.", "",
+             "| google-adk | engine | runs | sampled: x floor | sampled: us/task | sampled: "
+             "10-tool run % | unsampled: x its floor | unsampled: us/task | unsampled / "
+             "sampled |", "|---|---|---|---|---|---|---|---|---|"]
+    for (label, adk), runs in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        ratio = sorted(r["unsampled_to_sampled"] for r in runs)
+        lines.append(
+            f"| {adk} | {label} | {len(runs)} | {_row(runs, 'always_on', 'ratio_to_floor')} | "
+            f"{_row(runs, 'always_on', 'per_task_us')} | "
+            f"{_row(runs, 'always_on', 'per_run_added_pct')} | "
+            f"{_row(runs, 'always_off', 'ratio_to_floor')} | "
+            f"{_row(runs, 'always_off', 'per_task_us')} | {statistics.median(ratio):.2f} |")
+    return [*lines, ""]
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .bench_hot_path import markdown as hot_path_markdown
 from .common import (
     NullPlugin,
     direct_open,
@@ -736,6 +737,9 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         + (" --quick" if m.get("quick") else ""))
     lines = [
         "# Benchmarks",
+        "",
+        *hot_path_markdown(),
+        "## The section benchmarks (`benchmarks.run`)",
         "",
         "Produced by:",
         "",
