@@ -247,7 +247,7 @@ def markdown() -> list[str]:
     lines = ["## The hot path through a real Runner (issue 18)", "",
              "`python -m benchmarks.bench_hot_path --record after` (`make bench` runs it on "
              "each ADK of `BENCH_ADK`); `before` is the same benchmark with the engine of "
-             "the round before on `PYTHONPATH`. " + " ".join(__doc__.split("\n\n")[1].split()),
+             "the round before on `PYTHONPATH`. " + " ".join(__doc__.split("\n\n")[2].split()),
              "Each cell: the median over the recorded runs of each run's median (3 rounds x "
              f"{PAIRS_PER_ROUND} pairs), and the range over runs. Targets: at most 1.5x the "
              "floor per task, at most 7% added per 10-tool run, unsampled at most 0.25x of "

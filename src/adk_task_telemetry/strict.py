@@ -14,9 +14,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import semconv as sc
-from .records import RunRecord
 
 if TYPE_CHECKING:
+    from .records import TaskRecord
     from .tracker import Tracker
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -63,9 +63,10 @@ def note_tool_task(task: asyncio.Task[Any]) -> None:
     _tool_tasks.add(task)
 
 
-def end_spawned(tracker: Tracker, run: RunRecord, trigger: str) -> None:
-    """At the run's end: each spawned task still running is an orphan of its call."""
-    for task, parent, spawned_ns in run.spawned:
+def end_spawned(tracker: Tracker, spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]],
+                trigger: str) -> None:
+    """At a run's end (``spawned``: what its tool bodies spawned, taken from the run by
+    the tracker): each task still running is an orphan of its call."""
+    for task, parent, spawned_ns in spawned:
         if not task.done() and task not in _tool_tasks:
             tracker.adopt_spawned(parent, task, spawned_ns, trigger)
-    run.spawned.clear()

@@ -342,7 +342,8 @@ class Tracker:
         self._forget(run)
         if trigger is not None:
             if run.spawned:
-                strict.end_spawned(self, run, trigger)
+                spawned, run.spawned = run.spawned, []
+                strict.end_spawned(self, spawned, trigger)
             if run.calls and not run.nested:
                 self._unanswered(run, trigger)
             report_open_spans(run, trigger)

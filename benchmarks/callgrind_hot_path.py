@@ -1,0 +1,139 @@
+"""The hot path in instructions (valgrind's callgrind): the figure a noisy machine cannot move.
+
+    python -m benchmarks.callgrind_hot_path            # needs valgrind (Debian: valgrind)
+    PYTHONPATH=<other checkout>/src python -m benchmarks.callgrind_hot_path
+
+The same runs as ``bench_hot_path`` (a real ``Runner``, 10 parallel calls a run, ADK's
+telemetry on), each in a process of its own under callgrind, instruction counting on only
+around the measured part. Each figure is a slope: runs of 6 minus runs of 2 (so warm-up and
+one-time costs cancel), per tool task. ``gc.freeze()`` before the window: a collection then
+scans only what the window made, so the count is that of the work itself, not of how big
+the heap happened to be. What the plugin adds is compared with the floor (the contract's
+span and duration point, the same as in ``bench_hot_path``) and with a *minimal* plugin that
+does only the floor's work from the task's done-callback (the cheapest design the contract
+allows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+KINDS = ("plugin", "bare", "floor", "minimal")
+SAMPLERS = ("always_on", "always_off")
+SMALL, LARGE = 2, 6
+
+
+def _minimal_plugin() -> Any:
+    from google.adk.plugins.base_plugin import BasePlugin
+    from opentelemetry import context, metrics, trace
+
+    from adk_task_telemetry import semconv as sc
+
+    from .bench_hot_path import _contract
+
+    start_attrs, point = _contract()
+    attrs = {**start_attrs, sc.ADK_TOOL_TASK_OUTCOME: "ok"}
+    tracer = trace.get_tracer("minimal")
+    histogram = metrics.get_meter("minimal").create_histogram("minimal.duration", "s")
+
+    class Minimal(BasePlugin):
+        async def before_tool_callback(self, *, tool: Any, tool_args: Any,
+                                       tool_context: Any) -> None:
+            parent, start = context.get_current(), time.time_ns()
+
+            def done(_task: Any) -> None:
+                span = tracer.start_span(f"tool_task {tool.name}", context=parent,
+                                         attributes=attrs, start_time=start)
+                end = time.time_ns()
+                span.end(end_time=end)
+                histogram.record((end - start) / 1e9, point,
+                                 context=trace.set_span_in_context(span))
+            task = asyncio.current_task()
+            if task is not None:
+                task.add_done_callback(done)
+    return Minimal(name="minimal")
+
+
+def _toggle(state: str) -> None:
+    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True,
+                   capture_output=True)
+
+
+async def _child(kind: str, runs: int, sampler: str) -> None:
+    from opentelemetry import metrics
+
+    from adk_task_telemetry import TaskTelemetryPlugin
+
+    from .bench_hot_path import _block, _floor, _floor_unsampled, _providers, _runner
+    from .common import quiet_plugin_logger
+
+    quiet_plugin_logger()
+    tp, _ = _providers(sampler)
+    plugin = {"plugin": TaskTelemetryPlugin, "minimal": _minimal_plugin}.get(kind)
+    runner = _runner([plugin()] if plugin else [])
+    histogram = metrics.get_meter("floor").create_histogram("floor.duration", "s")
+    tracer = tp.get_tracer("floor")
+    floor = _floor if sampler == "always_on" else _floor_unsampled
+    await _block(runner, 5)
+    floor(tracer, histogram, 100)
+    gc.collect()
+    gc.freeze()
+    _toggle("on")
+    if kind == "floor":
+        floor(tracer, histogram, runs * 10)
+    else:
+        await _block(runner, runs)
+    _toggle("off")
+
+
+def _count(kind: str, runs: int, sampler: str) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+         sys.executable, "-m", "benchmarks.callgrind_hot_path", "--child", kind, str(runs),
+         sampler], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"})
+    line = next(ln for ln in out.stderr.splitlines() if "Collected" in ln)
+    return int(line.split()[-1])
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--child"]:
+        kind, runs, sampler = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+        logging_off()
+        asyncio.run(_child(kind, runs, sampler))
+        return 0
+    import adk_task_telemetry
+
+    print(f"adk_task_telemetry from {os.path.dirname(adk_task_telemetry.__file__)}")
+    per_task: dict[str, float] = {}
+    for sampler in SAMPLERS:
+        slope = {k: (_count(k, LARGE, sampler) - _count(k, SMALL, sampler)) / (LARGE - SMALL)
+                 for k in KINDS if sampler == "always_on" or k != "minimal"}
+        floor = slope["floor"] / 10
+        plugin = (slope["plugin"] - slope["bare"]) / 10
+        per_task[sampler] = plugin
+        line = (f"  {sampler:10} plugin {plugin / 1e3:6.1f}k instr/task = "
+                f"{plugin / floor:.2f}x floor ({floor / 1e3:.0f}k), "
+                f"10-tool run +{100 * plugin * 10 / slope['bare']:.1f}%")
+        if "minimal" in slope:
+            minimal = (slope["minimal"] - slope["bare"]) / 10
+            line += f"; minimal plugin {minimal / floor:.2f}x"
+        print(line, flush=True)
+    print(f"  unsampled / sampled: {per_task['always_off'] / per_task['always_on']:.2f}")
+    return 0
+
+
+def logging_off() -> None:
+    import logging
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
