@@ -37,8 +37,11 @@ async def main(port: int) -> None:
     plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider, meter_provider=meter_provider)
     runs = []
     for name in SCENARIOS:
+        # The pool's runner stays open, as a server's does: closing the plugin's last
+        # runner closes the plugin, whose pool gauges then report nothing.
         with contextlib.suppress(Exception):
-            runs.append(await run_scenario(name, [plugin]))
+            runs.append(await run_scenario(name, [plugin],
+                                           close_runner="thread_pool" not in name))
     # Metrics are all recorded before the endpoint opens: the first scrape
     # already sees the orphan counter above zero.
     server, _thread = start_http_server(port, addr="127.0.0.1")

@@ -168,7 +168,8 @@ def run(capture: Capture, bindir: Path) -> tuple[str, int]:
             paths.insert(0, str(stub))
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
-        env.update(PYTHONPATH=os.pathsep.join(paths), COLUMNS="100", NO_COLOR="1",
+        # CI set, as on CI: pytest truncates its short summary lines elsewhere only.
+        env.update(PYTHONPATH=os.pathsep.join(paths), COLUMNS="100", NO_COLOR="1", CI="true",
                    PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8", PYTHONDONTWRITEBYTECODE="1")
         cwd = Path(tmp) / "work" if capture.in_tmp else ROOT
         cwd.mkdir(exist_ok=True)
