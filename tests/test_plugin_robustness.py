@@ -35,7 +35,9 @@ async def test_thousand_tasks_over_hundred_runs_leave_nothing(telemetry: Telemet
     assert ran == 1000
     assert plugin.open_tasks() == []
     assert plugin.state() == TrackerState(0, 0, 0)
-    assert _live_records() == before  # no record of any ended run is still reachable
+    # No record of any ended run is still reachable (records of earlier tests' runs
+    # may be freed meanwhile: not more than before, not exactly as many).
+    assert _live_records() <= before
     m = telemetry.metrics()
     assert sum(p.value for p in m[sc.METRIC_STARTED]) == 1000
     assert sum(p.count for p in m[sc.METRIC_DURATION]) == 1000
