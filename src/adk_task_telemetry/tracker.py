@@ -12,8 +12,8 @@ behind ``started`` and ``active`` and the open total change only in those two. A
 run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, found
 through a context variable its tool tasks inherit (two runs can share an
 invocation id), and it ends only in ``_end_run``, with each trigger's rule in
-``adk_compat.kinds_ended_by``. Knows OpenTelemetry, not ADK: the plugin turns ADK
-callbacks into these verbs.
+``adk_compat.kinds_ended_by``. Knows ADK only through ``adk_compat`` (what its
+signals mean): the plugin turns ADK's callbacks into these verbs.
 
 The SDK span of a task is made when its end (or orphan report) is known, from the
 start time and parent context kept in its record. Span processors see its
