@@ -261,6 +261,17 @@ class Harness:
                     return
         await asyncio.wait_for(consume(), timeout)
 
+    async def live_while(self, agen: AsyncGenerator[Any, None], waiting: Awaitable[Any],
+                         timeout: float) -> None:
+        """Consumes live events (so that ADK goes on) until ``waiting`` is done, then
+        stops consuming."""
+        consumer = asyncio.ensure_future(self.live_until(agen, lambda: False, timeout))
+        try:
+            await waiting
+        finally:
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
+
     async def close(self) -> None:
         for runner in self.runners:
             with contextlib.suppress(Exception):
@@ -447,12 +458,7 @@ async def _live_non_blocking(h: Harness) -> None:
         model.say_live(call("send_report", "call-report", topic="sales"))
         # ADK 1.x does not yield a non-blocking tool's response: consume events
         # until the tool body has finished instead.
-        consumer = asyncio.ensure_future(h.live_until(agen, lambda: False, timeout=10))
-        try:
-            await h.probe.wait_finished("call-report")
-        finally:
-            consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
+        await h.live_while(agen, h.probe.wait_finished("call-report"), timeout=10)
 
 
 async def _live_stubborn_tool(h: Harness) -> None:
@@ -654,12 +660,7 @@ async def _live_thread_pool(h: Harness) -> None:
     agent, model = _live_agent("analyst", [t["crunch_numbers"]])
     async with h.live(agent, tool_thread_pool_config=ToolThreadPoolConfig()) as agen:
         model.say_live(call("crunch_numbers", "call-crunch", seconds=30.0))
-        consumer = asyncio.ensure_future(h.live_until(agen, lambda: False, timeout=30))
-        try:
-            await h.probe.wait_blocked("call-crunch")
-        finally:
-            consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
+        await h.live_while(agen, h.probe.wait_blocked("call-crunch"), timeout=30)
     # leaving the block: the caller walks away while the thread still crunches
 
 
