@@ -34,6 +34,9 @@ HIDDEN_BY: dict[str, str] = {
 }
 
 _told: weakref.WeakSet[Any] = weakref.WeakSet()  # plugins that logged their line
+#: Per PluginManager, the plugin list last looked at: each run of a Runner asks again,
+#: and a list already judged is not judged twice.
+_judged: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
 def _overrides(plugin: Any, callback: str) -> bool:
@@ -47,6 +50,12 @@ def take_first_place(plugin: Any, invocation_context: Any) -> None:
     plugins = getattr(manager, "plugins", None)
     if not isinstance(plugins, list) or not plugins or plugins[0] is plugin:
         return
+    try:
+        if _judged.get(manager) is plugins:
+            return
+        _judged[manager] = plugins
+    except TypeError:  # a manager that cannot be weakly referenced: judged every run
+        pass
     ours = type(plugin)
     ahead: list[Any] = []
     for p in plugins:
