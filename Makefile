@@ -66,7 +66,7 @@ $(UV) venv -q --clear $(if $(4),--seed) --python $(or $(3),$(PYTHON)) $(1)
 $(UV) pip install -q $(if $(4),--compile-bytecode) --python $(1)/bin/python $(2)
 endef
 
-.PHONY: soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
+.PHONY: stack-bin stack-test soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -145,7 +145,7 @@ unit: venvs system-deps
 
 unit-adk-%: $(VENVS)/adk-%/.installed
 	@echo "== google-adk $*"
-	$(VENVS)/adk-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENVS)/adk-$*/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/stack $(PYTEST_ARGS)
 
 # Every venv make test uses, JOBS at a time.
 all-venvs: $(UV_DEP)
@@ -160,7 +160,7 @@ test: all-venvs lint system-deps
 	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target \
 	  $(foreach v,$(ADK_VERSIONS),unit-adk-$(v)) $(foreach v,$(ADK_SPREAD),life-adk-$(v)) \
 	  $(foreach p,$(PYTHONS),life-py$(p)) $(foreach p,$(EXIT_PYTHONS),exit-py$(p)) \
-	  install-check lowest
+	  install-check lowest stack-test
 	@echo "make test: every step passed"; \
 	  for f in $(foreach p,$(PYTHONS),$(VENVS)/logs/python$(p).result) \
 	    $(foreach p,$(EXIT_PYTHONS),$(VENVS)/logs/exit-python$(p).result); do \
@@ -274,6 +274,20 @@ matrix:
 	  install-check lowest; rc=$$?; \
 	  $(PYTHON) tools/versions_doc.py $(MATRIX_OUT) $(VENVS)/logs docs/versions.md $(ADK_MINORS); \
 	  echo "docs/versions.md written"; exit $$rc
+
+# --- the real programs of deploy/, built from their Go modules ----------------------
+# The Collector of deploy/ (exactly its components), Jaeger v2, Prometheus 3 with promtool,
+# Alertmanager with amtool, into $(STACK_BIN), reusing Go's module and build caches.
+STACK_BIN := .stack/bin
+
+stack-bin:
+	@echo "stack-bin: not built yet" >&2; exit 1
+
+# deploy/ as users run it, every program real, on loopback (tests/stack/), once, on the
+# newest ADK.
+stack-test: stack-bin $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	ADK_STACK_REQUIRED=1 ADK_STACK_BIN=$(abspath $(STACK_BIN)) \
+	  $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m pytest -q -p no:cacheprovider tests/stack $(PYTEST_ARGS)
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
