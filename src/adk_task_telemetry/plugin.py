@@ -20,6 +20,7 @@ from . import adk_compat as compat
 from . import exit as _exit
 from . import plugin_order, pool_metrics
 from . import semconv as sc
+from .configure import settings
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
@@ -58,6 +59,9 @@ class TaskTelemetryPlugin(BasePlugin):
       max_argument_length: characters kept of a captured argument or result.
       max_open_tasks: records kept at most; further tool tasks are counted in
         ``adk.tool_task.overflow`` and not tracked.
+
+    An option left out (None) is read from its ``ADK_TASK_TELEMETRY_*`` variable
+    (docs/configuration.md), so that a zero-code user reaches it too; an argument wins.
     """
 
     def __init__(
@@ -66,14 +70,27 @@ class TaskTelemetryPlugin(BasePlugin):
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        cancel_orphans: bool = False,
-        track_spawned_tasks: bool = False,
-        capture_arguments: bool = False,
+        cancel_orphans: bool | None = None,
+        track_spawned_tasks: bool | None = None,
+        capture_arguments: bool | None = None,
         redact: Redactor = default_redactor,
-        max_argument_length: int = 1024,
-        max_open_tasks: int = 10_000,
+        max_argument_length: int | None = None,
+        max_open_tasks: int | None = None,
     ) -> None:
         super().__init__(name=name)
+        env = settings.plugin_options()
+        cancel_orphans = env.cancel_orphans if cancel_orphans is None else cancel_orphans
+        track_spawned_tasks = (env.track_spawned_tasks if track_spawned_tasks is None
+                               else track_spawned_tasks)
+        capture_arguments = (env.capture_arguments if capture_arguments is None
+                             else capture_arguments)
+        max_argument_length = (env.max_argument_length if max_argument_length is None
+                               else max_argument_length)
+        max_open_tasks = env.max_open_tasks if max_open_tasks is None else max_open_tasks
+        self._options = settings.PluginOptions(
+            capture_arguments=capture_arguments, max_argument_length=max_argument_length,
+            cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
+            max_open_tasks=max_open_tasks)
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
@@ -94,6 +111,11 @@ class TaskTelemetryPlugin(BasePlugin):
         register_shutdown()
 
     # --- public -----------------------------------------------------------------
+
+    @property
+    def options(self) -> settings.PluginOptions:
+        """The options in force: each argument given, else its variable, else the default."""
+        return self._options
 
     def open_tasks(self) -> list[OpenTask]:
         """Tool tasks running now, orphans included (``orphaned=True``)."""
