@@ -109,6 +109,7 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.add_thread_work_listener(self)
         self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
         register_shutdown()
+        _exit.plugin_built(self)
 
     # --- public -----------------------------------------------------------------
 

@@ -25,7 +25,6 @@ a task costs no span object and no garbage that outlives a loop turn.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import contextvars
 import logging
@@ -858,7 +857,6 @@ def trackers() -> list[Tracker]:
 
 def register_shutdown() -> None:
     """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
-    atexit.unregister(shutdown_all)
     from .exit import add_exit_sweep, install
 
     add_exit_sweep(shutdown_all)

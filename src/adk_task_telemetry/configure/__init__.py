@@ -59,7 +59,10 @@ def configure_telemetry(
     Arguments win over OTEL_* variables; see docs/configuration.md for every
     option. ``otlp`` defaults to on unless only ``prometheus_port``/``console``
     was asked for and no OTEL_EXPORTER_OTLP_*ENDPOINT is set. Providers the
-    application already installed are left alone. A second call returns the
+    application already installed stay installed: our processors are added to an
+    existing tracer and logger provider, and the plugin records metrics into a
+    MeterProvider of its own beside an existing one (which cannot take readers); their
+    resource is not changed (one message says so). A second call returns the
     first handle. Never blocks on the network; flushes at interpreter exit.
     """
     global _active

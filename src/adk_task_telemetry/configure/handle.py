@@ -35,9 +35,14 @@ EXIT_TIMEOUT_MS = int(_exit.LIVE_BUDGET_S * 1000)
 class TelemetryHandle:
     """What configure_telemetry() set up: flush it, shut it down (both idempotent).
 
-    The ``*_provider`` attributes are the providers configure_telemetry() built:
-    None for a signal whose provider the application or ADK had already installed,
-    or when the SDK is disabled. ``actions`` says per signal what was done
+    ``tracer_provider`` and ``logger_provider`` are the providers configure_telemetry()
+    built: None for a signal whose provider the application or ADK had already
+    installed (our processors were added to it), or when the SDK is disabled.
+    ``meter_provider`` is the MeterProvider that holds our readers whenever metrics are
+    exported: the global one we installed, or, beside an existing one that cannot take
+    readers, the same object as ``plugin_meter_provider``; None when we export no
+    metrics (off, or the existing provider exports them). ``actions`` says per signal
+    what was done
     (``installed``, ``added_to_existing``, ``already_exported``,
     ``own_meter_provider``, ``not_possible``, ``off``).
     """
