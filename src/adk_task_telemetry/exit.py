@@ -48,7 +48,9 @@ from typing import Any, Protocol
 
 from opentelemetry import _logs, metrics, trace
 
-logger = logging.getLogger("adk_task_telemetry.export")
+from . import semconv as sc
+
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 #: What an exit (or a close) waits at most for a signal whose endpoint has not
 #: answered yet or is failing, and for providers of others.

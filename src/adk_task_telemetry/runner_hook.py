@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import plugin_order
+from . import semconv as sc
 from .plugin import TaskTelemetryPlugin
 
-logger = logging.getLogger("adk_task_telemetry.instrumentation")
+logger = logging.getLogger(sc.INSTRUMENTATION_LOGGER_NAME)
 
 __all__ = ["RunnerHook", "is_hooked"]
 

@@ -12,6 +12,11 @@ from typing import Final
 
 SCOPE_NAME: Final = "adk_task_telemetry"
 LOGGER_NAME: Final = "adk_task_telemetry"
+#: The export machinery's own records (endpoint down, buffer dropped, exit budget), kept
+#: apart so that the logs bridge never exports the export's own complaints.
+EXPORT_LOGGER_NAME: Final = LOGGER_NAME + ".export"
+#: The Runner hook and the instrumentor.
+INSTRUMENTATION_LOGGER_NAME: Final = LOGGER_NAME + ".instrumentation"
 
 SPAN_NAME_PREFIX: Final = "tool_task "
 

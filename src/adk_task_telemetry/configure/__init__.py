@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 
 from .. import exit as _exit
+from .. import semconv as sc
 from . import settings
 from .export import SignalStatus
 from .handle import TelemetryHandle
@@ -31,7 +32,7 @@ from .providers import Asked, build
 
 __all__ = ["SignalStatus", "TelemetryHandle", "configure_telemetry", "detached"]
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 _lock = threading.Lock()
 _active: TelemetryHandle | None = None

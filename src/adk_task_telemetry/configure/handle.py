@@ -21,12 +21,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from .. import exit as _exit
+from .. import semconv as sc
 from . import bridge
 from .export import SignalStatus, count
 from .providers import Setup
 from .settings import OtlpTarget
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 #: What shutdown() (and so interpreter exit) waits at most for an endpoint that answers.
 EXIT_TIMEOUT_MS = int(_exit.LIVE_BUDGET_S * 1000)

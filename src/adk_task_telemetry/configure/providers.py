@@ -50,7 +50,7 @@ from .export import ADAPTERS, Sender
 from .otlp import otlp_exporter
 from .outage import QuietExporterLogs
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 # Providers of others that we added an OpenSpanProcessor to (one is enough).
 _open_span_added: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from .. import semconv as sc
 from . import variables as v
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 SIGNALS: Final = ("traces", "metrics", "logs")
 GRPC: Final = "grpc"
