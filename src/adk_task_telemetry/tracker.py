@@ -91,7 +91,8 @@ class Tracker:
                  meter_provider: Any = None, options: Options | None = None) -> None:
         self.options = options or Options()
         self._tracer_provider = tracer_provider
-        self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider,
+                                       schema_url=sc.SCHEMA_URL)
         self.metrics = Metrics(meter_provider)
         # Invocation id -> its newest run; older runs of the same id still going hang
         # off it (``RunRecord.older``). Read only when the context variable cannot say.

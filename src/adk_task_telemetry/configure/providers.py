@@ -86,7 +86,7 @@ class DropCounter:
         self._counter: Any = None
 
     def bind(self, provider: Any) -> None:
-        meter = provider.get_meter(sc.SCOPE_NAME, __version__)
+        meter = provider.get_meter(sc.SCOPE_NAME, __version__, schema_url=sc.SCHEMA_URL)
         self._counter = meter.create_counter(
             sc.METRIC_EXPORT_DROPPED, unit=sc.UNIT_ITEM,
             description="Telemetry items that could not be exported and were dropped")
