@@ -90,7 +90,7 @@ def configure_telemetry(
             otlp_explicit=otlp is not None)
         handle = TelemetryHandle(build(asked))
         _active = handle
-        _exit.register(handle)
+        _exit.register(handle._exit_side)
         return handle
 
 
