@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
 from typing import Any
 
+import pytest
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
 from google.adk.plugins.base_plugin import BasePlugin
@@ -62,7 +64,7 @@ async def _consume(runner: Runner) -> BaseException | None:
                 pass
     except asyncio.CancelledError as e:
         task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if task is None or task.cancelling():
             raise  # this test's task was cancelled: not the run's own ending
         return e  # the run ended by a CancelledError a tool raised (ADK 1.x lets it out)
     except Exception as e:
@@ -107,6 +109,8 @@ def _assert_idle(plugin: TaskTelemetryPlugin) -> None:
 # --- 1. a tool that cancels itself ------------------------------------------------
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 has no Task.cancelling(): "
+                    "a task that cancelled itself cannot be told from one cancelled (documented)")
 async def test_a_tool_that_cancels_itself_names_no_cause_and_its_sibling_failed(
         telemetry: Telemetry) -> None:
     """Call A raises CancelledError by itself (a client library cancelling its own
