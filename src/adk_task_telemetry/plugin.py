@@ -140,7 +140,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         # 2.x calls it for a run whose caller closed the stream too: the caller cut it.
-        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN, compat.caller_closed_run())
+        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN, read_close=True)
         return None
 
     async def on_run_error_callback(self, *, invocation_context: InvocationContext,
@@ -177,12 +177,15 @@ class TaskTelemetryPlugin(BasePlugin):
         except Exception:
             self._tracker.failed("thread work")
 
-    def _run_ended(self, invocation_context: InvocationContext, trigger: str,
-                   cut_by_caller: bool = False) -> None:
+    def _run_ended(self, invocation_context: InvocationContext, trigger: str, *,
+                   read_close: bool = False) -> None:
+        """``read_close``: whether the caller closed the run is read from ADK's
+        exception in flight (adk_compat.caller_closed_run): only in ``after_run``."""
         try:
             run = self._tracker.run_of(str(invocation_context.invocation_id))
             if run is not None:
-                self._tracker.run_ended(run, trigger, cut_by_caller)
+                self._tracker.run_ended(run, trigger,
+                                        read_close and compat.caller_closed_run())
         except Exception:
             self._tracker.failed(trigger)
 
