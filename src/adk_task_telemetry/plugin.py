@@ -162,7 +162,8 @@ class TaskTelemetryPlugin(BasePlugin):
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN)
+        # 2.x calls it for a run whose caller closed the stream too: the caller cut it.
+        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN, read_close=True)
         return None
 
     async def on_run_error_callback(self, *, invocation_context: InvocationContext,
@@ -199,11 +200,15 @@ class TaskTelemetryPlugin(BasePlugin):
         except Exception:
             self._tracker.failed("thread work")
 
-    def _run_ended(self, invocation_context: InvocationContext, trigger: str) -> None:
+    def _run_ended(self, invocation_context: InvocationContext, trigger: str, *,
+                   read_close: bool = False) -> None:
+        """``read_close``: whether the caller closed the run is read from ADK's
+        exception in flight (adk_compat.caller_closed_run): only in ``after_run``."""
         try:
             run = self._tracker.run_of(str(invocation_context.invocation_id))
             if run is not None:
-                self._tracker.run_ended(run, trigger)
+                self._tracker.run_ended(run, trigger,
+                                        read_close and compat.caller_closed_run())
         except Exception:
             self._tracker.failed(trigger)
 
@@ -227,7 +232,7 @@ class TaskTelemetryPlugin(BasePlugin):
             if self._capture:
                 extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                        tool_args)
-            tracker.opened(run, identity, series, tool_context.function_call_id or "",
+            tracker.opened(run, identity, series, _call_id(tool_context),
                            asyncio.current_task(), extra)
         except Exception:
             tracker.failed("before_tool_callback")
@@ -291,7 +296,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
-        call_id = tool_context.function_call_id or ""
+        call_id = _call_id(tool_context)
         record = self._tracker.current()
         if record is not None and record.call_id == call_id:
             return record
@@ -308,6 +313,12 @@ class TaskTelemetryPlugin(BasePlugin):
         if redacted is None:
             return None
         return {key: to_attribute(redacted, self._max_arg)}
+
+
+def _call_id(tool_context: ToolContext) -> str:
+    """The call's function-call id, as every record of the call carries it: whole (a
+    join key to the session's call and response, however long), ``""`` for none."""
+    return tool_context.function_call_id or ""
 
 
 def _app_name(ctx: Any) -> str:
