@@ -25,15 +25,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig  # type: ignore[attr-defined]
+from google.adk.apps import App
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from adk_task_telemetry import TaskTelemetryPlugin
+from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import ScriptedLlm, call
@@ -41,27 +50,21 @@ from adk_task_telemetry.spans import OpenSpanProcessor
 
 from .conftest import Telemetry
 
+try:
+    from openinference.instrumentation import google_adk as oi_adk
+    from openinference.instrumentation import using_attributes
+except ImportError:  # not installed (the dev extra has it)
+    oi_adk = None
+
 # OpenInference's instrumentor 1.x supports google-adk 2.10 and later; the tool thread
 # pool that makes the orphan here runs run_async calls from 2.11 on.
-if not compat.RUN_ASYNC_USES_TOOL_THREAD_POOL or compat.ADK_VERSION < (2, 10, 0):
-    pytest.skip("OpenInference's google-adk instrumentor supports google-adk 2.10 and later "
-                "(and these runs need ADK's tool thread pool in run_async, 2.11 on)",
-                allow_module_level=True)
-
-oi_adk = pytest.importorskip(
-    "openinference.instrumentation.google_adk",
-    reason="openinference-instrumentation-google-adk is not installed (the dev extra has it)")
-
-from google.adk.agents import LlmAgent  # noqa: E402
-from google.adk.agents.run_config import RunConfig  # noqa: E402
-from google.adk.apps import App  # noqa: E402
-from google.adk.plugins.base_plugin import BasePlugin  # noqa: E402
-from google.adk.runners import Runner  # noqa: E402
-from google.adk.sessions import InMemorySessionService  # noqa: E402
-from google.adk.tools.tool_context import ToolContext  # noqa: E402
-from google.genai import types  # noqa: E402
-from openinference.instrumentation import using_attributes  # noqa: E402
-from opentelemetry.instrumentation.utils import suppress_instrumentation  # noqa: E402
+_WHY_NOT = (
+    f"OpenInference's google-adk instrumentor supports google-adk 2.10 and later, and these "
+    f"runs need ADK's tool thread pool in run_async (2.11 on): this is {compat.ADK_VERSION}"
+    if not compat.RUN_ASYNC_USES_TOOL_THREAD_POOL or compat.ADK_VERSION < (2, 10, 0)
+    else "openinference-instrumentation-google-adk is not installed (the dev extra has it)"
+    if oi_adk is None else "")
+beside_openinference = pytest.mark.skipif(bool(_WHY_NOT), reason=_WHY_NOT)
 
 #: The newest google-adk that OpenInference's instrumentor (1.0.5) supports and this suite
 #: runs: there the span current at a run's start is OpenInference's proxy.
@@ -120,7 +123,7 @@ class Stack:
         return out
 
     def total(self, name: str) -> float:
-        return sum(p.value for p in self.points(name))
+        return float(sum(p.value for p in self.points(name)))
 
 
 @pytest.fixture
@@ -131,6 +134,7 @@ def stack(telemetry: Telemetry) -> Iterator[Stack]:
     tp.add_span_processor(OpenSpanProcessor())
     reader = InMemoryMetricReader()
     mp = MeterProvider(metric_readers=[reader])
+    assert oi_adk is not None
     instrumentor = oi_adk.GoogleADKInstrumentor()
     instrumentor.instrument(tracer_provider=tp)
     try:
@@ -223,13 +227,17 @@ def _runner(crunch: Crunch, plugins: list[BasePlugin]) -> Runner:
                   session_service=InMemorySessionService())
 
 
-def _run(runner: Runner, sid: str) -> AsyncIterator[Any]:
-    from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
+def _run(runner: Runner, sid: str, *, pool: bool = True) -> AsyncIterator[Any]:
+    """The run, its synchronous tool on ADK's tool thread pool where ``pool``."""
+    config = RunConfig()
+    if pool:
+        from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
 
+        config = RunConfig(tool_thread_pool_config=ToolThreadPoolConfig())
     return runner.run_async(  # type: ignore[no-any-return]
         user_id=USER, session_id=sid,
         new_message=types.Content(role="user", parts=[types.Part(text="go")]),
-        run_config=RunConfig(tool_thread_pool_config=ToolThreadPoolConfig()))
+        run_config=config)
 
 
 async def _session(runner: Runner) -> str:
@@ -271,6 +279,7 @@ async def _finish(plugin: TaskTelemetryPlugin, crunch: Crunch, runner: Runner) -
     await runner.close()
 
 
+@beside_openinference
 async def test_foreign_run_span_is_left_as_it_was(stack: Stack,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     """The span current at the run's start is OpenInference's (on 2.13 its
@@ -321,6 +330,7 @@ async def test_foreign_run_span_is_left_as_it_was(stack: Stack,
     assert seen.after() == seen.before
 
 
+@beside_openinference
 async def test_run_end_taken_from_the_run_span(stack: Stack) -> None:
     """The caller's own task cuts the run (a timeout around its loop) and goes on: no
     task ends and ADK calls no ``after_run``; the end of the span current at the run's
@@ -350,6 +360,7 @@ async def test_run_end_taken_from_the_run_span(stack: Stack) -> None:
     await _finish(plugin, crunch, runner)
 
 
+@beside_openinference
 async def test_suppressed_instrumentation_makes_no_span(stack: Stack,
                                                         caplog: pytest.LogCaptureFixture
                                                         ) -> None:
@@ -374,6 +385,7 @@ async def test_suppressed_instrumentation_makes_no_span(stack: Stack,
     assert lifetime.count == 1
 
 
+@beside_openinference
 async def test_openinference_context_attributes_on_tool_task_spans(stack: Stack) -> None:
     """``using_attributes`` (session, user, metadata, tags) reaches our spans too, so a
     view filtered by them in Phoenix or Langfuse keeps the tool tasks."""
@@ -405,6 +417,7 @@ async def test_openinference_context_attributes_on_tool_task_spans(stack: Stack)
     await runner.close()
 
 
+@beside_openinference
 def test_context_keys_are_openinference_s() -> None:
     """The OTel context keys the plugin reads are OpenInference's own names."""
     from openinference.instrumentation.context_attributes import CONTEXT_ATTRIBUTES
@@ -412,4 +425,61 @@ def test_context_keys_are_openinference_s() -> None:
     from adk_task_telemetry.spans import OPENINFERENCE_CONTEXT_KEYS
 
     assert set(OPENINFERENCE_CONTEXT_KEYS) <= set(CONTEXT_ATTRIBUTES)
-    assert otel_context.get_value("session.id") is None
+
+
+async def test_suppressed_run_adds_nothing_to_adk_spans(telemetry: Telemetry) -> None:
+    """Without OpenInference, ADK traces a run inside ``suppress_instrumentation()``
+    all the same (it does not honour the key); the plugin makes no span of its own and
+    adds nothing to ADK's, and counts the task as for any run. Every ADK version."""
+    crunch = Crunch()
+    crunch.release.set()
+    plugin = telemetry.plugin()
+    runner = _runner(crunch, [plugin])
+    sid = await _session(runner)
+    with suppress_instrumentation():
+        async with contextlib.aclosing(_run(runner, sid, pool=False)) as agen:  # type: ignore[type-var]
+            async for _ in agen:
+                pass
+    assert crunch.returned.is_set()
+    spans = telemetry.spans.get_finished_spans()
+    assert [s for s in spans if s.instrumentation_scope is not None
+            and s.instrumentation_scope.name == "gcp.vertex.agent"]
+    assert telemetry.tool_spans() == []
+    assert not [s for s in spans if s.instrumentation_scope is not None
+                and s.instrumentation_scope.name == sc.SCOPE_NAME]
+    assert not [k for s in spans for k in (s.attributes or {}) if k.startswith("adk.tool_")]
+    assert not OUR_EVENTS & {e.name for s in spans for e in s.events}
+    metrics = telemetry.metrics()
+    assert sum(p.value for p in metrics["adk.tool_task.started"]) == 1
+    (duration,) = metrics["adk.tool_task.duration"]
+    assert duration.count == 1
+    assert duration.attributes[sc.ADK_TOOL_TASK_OUTCOME] == sc.Outcome.OK
+    assert plugin.state() == TrackerState(0, 0, 0)
+    await runner.close()
+
+
+async def test_context_attributes_read_by_name(telemetry: Telemetry) -> None:
+    """The four context values OpenInference's ``using_attributes`` sets, set here by
+    hand (OpenInference need not be installed), reach the ``tool_task`` span; a value
+    that is no span attribute value (a dict) is left out."""
+    crunch = Crunch()
+    crunch.release.set()
+    runner = _runner(crunch, [telemetry.plugin()])
+    sid = await _session(runner)
+    ctx = otel_context.get_current()
+    for key, value in (("session.id", "s-1"), ("user.id", "u-1"), ("metadata", {"no": 1}),
+                       ("tag.tags", ["a", "b"])):
+        ctx = otel_context.set_value(key, value, ctx)
+    token = otel_context.attach(ctx)
+    try:
+        async with contextlib.aclosing(_run(runner, sid, pool=False)) as agen:  # type: ignore[type-var]
+            async for _ in agen:
+                pass
+    finally:
+        otel_context.detach(token)
+    (span,) = telemetry.tool_spans()
+    attrs = dict(span.attributes or {})
+    assert (attrs["session.id"], attrs["user.id"]) == ("s-1", "u-1")
+    assert tuple(attrs["tag.tags"]) == ("a", "b")  # type: ignore[arg-type]
+    assert "metadata" not in attrs
+    await runner.close()

@@ -46,10 +46,10 @@ _processors: weakref.WeakSet[OpenSpanProcessor] = weakref.WeakSet()
 #: instrumentation's spans, never changed): (trace id, span id) -> (run, callback).
 _end_watches: dict[tuple[int, int], tuple[Any, Callable[[Any, BaseException | None], None]]] = {}
 
-#: The context keys of OpenTelemetry's ``suppress_instrumentation()`` (the API's key,
-#: and the plain one it also sets for older instrumentations).
-_SUPPRESS_KEYS = tuple(k for k in (getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", None),
-                                   "suppress_instrumentation") if k)
+#: The context keys of OpenTelemetry's ``suppress_instrumentation()``: the API's key,
+#: and the plain one it also sets for older instrumentations.
+_SUPPRESS_PLAIN_KEY = "suppress_instrumentation"
+_SUPPRESS_KEY: str = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY", _SUPPRESS_PLAIN_KEY)
 #: OpenInference's context attributes (``using_attributes``: session, user, metadata,
 #: tags), set as OpenTelemetry context values under the attribute's own name. Its
 #: instrumentors copy them onto every span; so does the plugin, onto its own.
@@ -176,12 +176,11 @@ def is_adk_span(span: Any) -> bool:
     by ADK's tracer (its scope says so), not a proxy of another instrumentation. A
     span the sampler dropped has no scope to read: a local one (not a remote parent)
     current there is taken for ADK's, as it is wherever ADK traces."""
-    if getattr(span, "__wrapped__", None) is not None:
-        return False
-    scope = getattr(span, "instrumentation_scope", None)
-    if scope is not None:
-        return getattr(scope, "name", None) == ADK_SCOPE
-    return type(span) is NonRecordingSpan and not span.get_span_context().is_remote
+    cls = type(span)  # a proxy's own type, whatever ``__class__`` it shows
+    if issubclass(cls, Span):
+        scope = span.instrumentation_scope
+        return scope is not None and scope.name == ADK_SCOPE
+    return cls is NonRecordingSpan and not span.get_span_context().is_remote
 
 
 def watch_end(span: Any, run: Any, callback: Callable[[Any, BaseException | None], None]
@@ -233,19 +232,23 @@ def suppressed(ctx: Context | None = None) -> bool:
     """Whether instrumentation is suppressed in ``ctx`` (default: the current context):
     inside OpenTelemetry's ``suppress_instrumentation()``, which exporters and other
     instrumentations use so that their own work is not traced."""
-    return any(otel_context.get_value(key, ctx) for key in _SUPPRESS_KEYS)
+    get = (otel_context.get_current() if ctx is None else ctx).get
+    return bool(get(_SUPPRESS_KEY) or get(_SUPPRESS_PLAIN_KEY))
 
 
 def context_attributes(ctx: Context | None = None) -> dict[str, Any] | None:
     """OpenInference's context attributes set in ``ctx`` (default: the current
     context), as span attributes; None when none is (or OpenInference is not used).
     Read by name: OpenInference need not be installed."""
-    found: dict[str, Any] | None = None
-    for key in OPENINFERENCE_CONTEXT_KEYS:
-        value = otel_context.get_value(key, ctx)
-        if isinstance(value, str) or (isinstance(value, (list, tuple)) and value
-                                      and all(isinstance(v, str) for v in value)):
-            if found is None:
-                found = {}
-            found[key] = value if isinstance(value, str) else list(value)
-    return found
+    get = (otel_context.get_current() if ctx is None else ctx).get
+    values = [get(key) for key in OPENINFERENCE_CONTEXT_KEYS]
+    if values.count(None) == len(values):
+        return None
+    found: dict[str, Any] = {}
+    for key, value in zip(OPENINFERENCE_CONTEXT_KEYS, values, strict=True):
+        if isinstance(value, str):
+            found[key] = value
+        elif (isinstance(value, (list, tuple)) and value
+              and all(isinstance(v, str) for v in value)):
+            found[key] = list(value)
+    return found or None
