@@ -1,7 +1,8 @@
 """Beside OpenInference's google-adk instrumentor, as its users run the plugin.
 
-With ``GoogleADKInstrumentor`` on, ADK's own run span is gone: the span current when
-a run starts is OpenInference's ``invocation`` span, a wrapt proxy of an SDK span.
+With ``GoogleADKInstrumentor`` on google-adk 2.13, ADK's own run span is gone: the span
+current when a run starts is OpenInference's (``invoke_workflow``, inside its
+``invocation``), a wrapt proxy of an SDK span; on 2.12 ADK's own ``invocation`` stays.
 The plugin must leave that object exactly as it was (no patched ``end``, no events of
 ours on it), still learn when the run ended (from the end of that span, through
 ``OpenSpanProcessor``, or from its other signals), and still report the orphan. Inside

@@ -189,8 +189,8 @@ class RunRecord:
         self.older: RunRecord | None = None  # an earlier run still going with the same id
         # Where the run's events go: ADK's run span, where one is recording. Where the
         # span current at the run's start is another instrumentation's (OpenInference's
-        # ``invocation``), a non-recording stand-in with its context: our events never
-        # go on a span of someone else's, our own spans still join the run's trace.
+        # proxy), a non-recording stand-in with its context: our events never go on a
+        # span of someone else's, our own spans still join the run's trace.
         self.span: Span | None = None
         # The span (recording or not) whose end ends the run (spans.watch_end).
         self.span_watched: Span | None = None

@@ -9,9 +9,10 @@ your own provider with ``provider.add_span_processor(OpenSpanProcessor())``.
 ``watch_end`` tells the tracker when the run's span ends: the one end-of-run signal
 that every ADK version gives on every path, wherever ADK traces with an SDK provider.
 ADK's own run span (scope ``gcp.vertex.agent``) is watched on the instance; another
-instrumentation's span current at the run's start (OpenInference's ``invocation``,
-a wrapt proxy, where its instrumentor replaced ADK's run span) is only read, never
-changed: its end is seen by this module's ``OpenSpanProcessor`` where one saw it start.
+instrumentation's span current at the run's start (OpenInference's, a wrapt proxy of
+an SDK span, where its instrumentor replaced ADK's run span: ``invoke_workflow`` on
+google-adk 2.13) is only read, never changed: its end is seen by this module's
+``OpenSpanProcessor`` where one saw it start.
 
 ``suppressed`` and ``context_attributes`` read what other instrumentations put in the
 OpenTelemetry context: the key of ``suppress_instrumentation()``, and OpenInference's
@@ -193,7 +194,7 @@ def watch_end(span: Any, run: Any, callback: Callable[[Any, BaseException | None
 
     ADK's own run span: only that one span's ``end`` is replaced (on the instance), so
     no other span pays for the watch. Any other span (another instrumentation's, such
-    as OpenInference's ``invocation`` proxy) is left exactly as it is: its end is seen
+    as OpenInference's proxy) is left exactly as it is: its end is seen
     by an ``OpenSpanProcessor`` that saw it start, if one did. Returns what to hand
     ``unwatch_end`` (the span watched), or None when it cannot watch it."""
     if is_adk_span(span):
@@ -217,15 +218,15 @@ def watch_end(span: Any, run: Any, callback: Callable[[Any, BaseException | None
 
 def unwatch_end(span: Any) -> None:
     """The run ended by another signal: the span's end tells nothing more."""
+    if _end_watches:
+        ctx = span.get_span_context()
+        _end_watches.pop((ctx.trace_id, ctx.span_id), None)
     if is_adk_span(span):
         with contextlib.suppress(TypeError, AttributeError):
             watch = vars(span).get("end")
             if isinstance(watch, _EndWatch):
                 watch.run = None
                 del span.end
-        return
-    ctx = span.get_span_context()
-    _end_watches.pop((ctx.trace_id, ctx.span_id), None)
 
 
 def suppressed(ctx: Context | None = None) -> bool:

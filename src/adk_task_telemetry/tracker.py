@@ -171,7 +171,7 @@ class Tracker:
                 run.trace_id = ctx.trace_id
                 if span.is_recording() and not run.quiet:
                     # Our events go on ADK's own run span only: another
-                    # instrumentation's (OpenInference's invocation proxy) is only read.
+                    # instrumentation's (OpenInference's proxy) is only read.
                     run.span = span if run_spans.is_adk_span(span) else NonRecordingSpan(ctx)
                 # ADK's own run task ends with the run: that signal is exact. Else the
                 # run span's end, sampled or not (a valid context: a span of its own).
