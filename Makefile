@@ -312,11 +312,32 @@ $(STACK_BIN)/prometheus $(STACK_BIN)/promtool: $(STACK_BIN)/%: tools/stack/prome
 	  -ldflags='$(call prom-ldflags,$(call stack-release,prometheus),$(call stack-module,prometheus))' \
 	  github.com/prometheus/prometheus/cmd/$*
 
-$(STACK_BIN)/alertmanager $(STACK_BIN)/amtool: $(STACK_BIN)/%: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/versions.py
+AM_LDFLAGS = $(call prom-ldflags,$(call stack-release,alertmanager),$(call stack-module,alertmanager))
+
+$(STACK_BIN)/amtool: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/versions.py
 	@mkdir -p $(@D)
-	cd tools/stack/alertmanager && $(STACK_GOBUILD) -o $(CURDIR)/$@ \
-	  -ldflags='$(call prom-ldflags,$(call stack-release,alertmanager),$(call stack-module,alertmanager))' \
-	  github.com/prometheus/alertmanager/cmd/$*
+	cd tools/stack/alertmanager && $(STACK_GOBUILD) -o $(CURDIR)/$@ -ldflags='$(AM_LDFLAGS)' \
+	  github.com/prometheus/alertmanager/cmd/amtool
+
+# cmd/alertmanager embeds ui/app/dist, which the module does not ship (npm builds it in
+# Alertmanager's release): built from a copy of the module with a placeholder there
+# (tools/stack/alertmanager/ui-dist.txt), through a go.mod that is ours plus a replace
+# (-modfile), so the UI pages are missing and everything else is the module as released.
+AM_WORK := .stack/alertmanager-src
+$(AM_WORK)/go.mod: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/alertmanager/ui-dist.txt
+	rm -rf $(AM_WORK) && mkdir -p $(AM_WORK)
+	src=$$(cd tools/stack/alertmanager && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager) && \
+	  cp -r "$$src" $(AM_WORK)/alertmanager && chmod -R u+w $(AM_WORK)/alertmanager
+	mkdir -p $(AM_WORK)/alertmanager/ui/app/dist
+	cp tools/stack/alertmanager/ui-dist.txt $(AM_WORK)/alertmanager/ui/app/dist/README.txt
+	cp tools/stack/alertmanager/go.sum $(AM_WORK)/go.sum
+	{ cat tools/stack/alertmanager/go.mod; echo; \
+	  echo 'replace github.com/prometheus/alertmanager => $(CURDIR)/$(AM_WORK)/alertmanager'; } > $@
+
+$(STACK_BIN)/alertmanager: $(AM_WORK)/go.mod tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/alertmanager && $(STACK_GOBUILD) -modfile=$(CURDIR)/$< -o $(CURDIR)/$@ \
+	  -ldflags='$(AM_LDFLAGS)' github.com/prometheus/alertmanager/cmd/alertmanager
 
 # deploy/ as users run it, every program real, on loopback (tests/stack/), once, on the
 # newest ADK.
