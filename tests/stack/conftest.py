@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -68,6 +68,7 @@ def collector_config(ports: dict[str, int], committed: Any | None = None) -> Any
         "0.0.0.0:4318": local(ports["otlp_http"]),
         "0.0.0.0:13133": local(ports["health"]),
         "jaeger:4317": local(ports["jaeger_grpc"]),
+        "jaeger-collector.observability.svc.cluster.local:4317": local(ports["jaeger_grpc"]),
         "http://prometheus:9090": f"http://{local(ports['prometheus'])}",
     })
     _loopback_metrics(cfg, ports["metrics"])
@@ -381,21 +382,23 @@ def traces_of(truth: dict[str, Any]) -> dict[str, Trace]:
 
 @contextlib.contextmanager
 def agent_process(endpoint: str, workdir: Path, *args: str, label: str = "corpus",
-                  timeout: float = 900.0) -> Iterator[Corpus]:
+                  timeout: float = 900.0, env: Mapping[str, str] | None = None
+                  ) -> Iterator[Corpus]:
     """tests/stack/corpus_app.py with ``args``, exporting to ``endpoint``, until its
-    READY; stopped (stdin closed: it cleans up and shuts its pipeline down) on exit."""
+    READY; stopped (stdin closed: it cleans up and shuts its pipeline down) on exit.
+    Its environment has no OTEL_* variable but those of ``env``."""
     truth_path = workdir / f"{label}-truth.json"
     log = workdir / f"{label}.log"
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),
-                                          os.environ.get("PYTHONPATH", "")])}
-    for var in [v for v in env if v.startswith("OTEL_")]:
-        del env[var]  # default settings: nothing from the test's own environment
+    environ = {**os.environ,
+               "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),
+                                              os.environ.get("PYTHONPATH", "")])}
+    for var in [v for v in environ if v.startswith("OTEL_")]:
+        del environ[var]  # default settings: nothing from the test's own environment
     with log.open("w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.stack.corpus_app", endpoint, str(truth_path), *args],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-            env=env)
+            env={**environ, **(env or {})})
         try:
             assert proc.stdout is not None
             ready = threading.Event()

@@ -2,15 +2,16 @@
 the endpoint) and the plugin, running the scenario corpus and a scripted app.
 
     python -m tests.stack.corpus_app ENDPOINT TRUTH.json [--clean N] [--errors N]
-                                     [--scenarios a,b] [--long-run S]
+                                     [--scenarios a,b] [--long-run S --sessions K]
+                                     [--service NAME] [--protocol grpc]
 
 What it runs:
   * the scenario library (src/adk_task_telemetry/scenarios, the seed bug among
     them), every scenario the installed ADK can run;
   * a scripted app: ``--clean`` runs whose one tool call returns and ``--errors``
     runs whose tool raises (many cheap runs: the sampler's rate is measured on them);
-  * ``--long-run S``: one live run that lasts S seconds and leaves an orphan (the
-    long-run case of tail sampling).
+  * ``--long-run S --sessions K``: K concurrent live runs that last S seconds and each
+    leave an orphan (the long-run case of tail sampling).
 
 The ground truth it writes to TRUTH.json comes from the run itself, not from the
 plugin's spans: which tool bodies were still running once their run had ended (the
@@ -53,6 +54,7 @@ class Sent(SpanProcessor):
 
     def __init__(self) -> None:
         self.spans: list[dict[str, Any]] = []
+        self._ended: list[ReadableSpan] = []
         self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -73,9 +75,12 @@ class Sent(SpanProcessor):
             "outcome": attrs.get(sc.ADK_TOOL_TASK_OUTCOME),
             "status": span.status.status_code.name,
             "events": [e.name for e in span.events],
+            "start_ns": span.start_time,
+            "end_ns": span.end_time,
         }
         with self._lock:
             self.spans.append(record)
+            self._ended.append(span)
 
     def shutdown(self) -> None:
         return None
@@ -86,6 +91,17 @@ class Sent(SpanProcessor):
     def since(self, index: int) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.spans[index:])
+
+    def otlp_bytes(self) -> dict[str, int]:
+        """Each trace's size as one OTLP protobuf export request (what a collector
+        receives of it; the tail sampler holds it in that form until it decides)."""
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        by_trace: dict[str, list[ReadableSpan]] = {}
+        with self._lock:
+            for span in self._ended:
+                by_trace.setdefault(f"{span.context.trace_id:032x}", []).append(span)  # type: ignore[union-attr]
+        return {tid: encode_spans(spans).ByteSize() for tid, spans in by_trace.items()}
 
     def mark(self) -> int:
         with self._lock:
@@ -185,11 +201,37 @@ async def _scripted(plugin: TaskTelemetryPlugin, truth: Truth, clean: int,
     truth.add("scripted", "scripted", raised=raised, returned=returned, traces=seen)
 
 
-async def _long_run(plugin: TaskTelemetryPlugin, truth: Truth, seconds: float,
-                    leftovers: list[Any]) -> None:
-    """A live session of ``seconds``: a streaming tool starts at once, ignores the
-    teardown's cancellation (an application's stubborn tool), so it is orphaned when
-    the caller leaves at the end; the model answers now and then meanwhile."""
+async def _long_runs(plugin: TaskTelemetryPlugin, truth: Truth, seconds: float,
+                     sessions: int, leftovers: list[Any]) -> None:
+    """``sessions`` concurrent live sessions of ``seconds`` each: a streaming tool starts
+    at once and ignores the teardown's cancellation (an application's stubborn tool),
+    so it is orphaned when the caller leaves at the end; the model speaks now and then
+    meanwhile."""
+    stop = asyncio.Event()
+    results = await asyncio.gather(*(_long_run(plugin, seconds, i, stop)
+                                     for i in range(sessions)))
+    seen: dict[str, str] = {}
+    orphaned: list[str] = []
+    lasted = []
+    for call_traces, still, took in results:
+        seen.update(call_traces)
+        orphaned.extend(still)
+        lasted.append(took)
+    truth.add("long_run", "long_run", orphaned=orphaned, traces=seen,
+              note=f"{sessions} sessions of {min(lasted):.1f}-{max(lasted):.1f}s")
+
+    class _Stop:
+        async def cleanup(self) -> None:
+            stop.set()
+            await asyncio.sleep(0)
+
+    class _Leftover:
+        probe = _Stop()
+    leftovers.append(_Leftover())
+
+
+async def _long_run(plugin: TaskTelemetryPlugin, seconds: float, index: int,
+                    stop: asyncio.Event) -> tuple[dict[str, str], list[str], float]:
     from google.adk.agents import LlmAgent
     from google.adk.agents.live_request_queue import LiveRequestQueue
     from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
@@ -203,7 +245,6 @@ async def _long_run(plugin: TaskTelemetryPlugin, truth: Truth, seconds: float,
 
     seen: dict[str, str] = {}
     tasks: dict[str, asyncio.Task[Any]] = {}
-    stop = asyncio.Event()
     started = asyncio.Event()
 
     async def watch_call(topic: str, tool_context: ToolContext) -> Any:
@@ -229,43 +270,33 @@ async def _long_run(plugin: TaskTelemetryPlugin, truth: Truth, seconds: float,
                        response_modalities=[types.Modality.TEXT])
     agen = runner.run_live(user_id="u", session_id=session.id, live_request_queue=queue,
                            run_config=config)
-    model.say_live(call("watch_call", "long-watch", topic="weather"))
+    begun = time.monotonic()
+    model.say_live(call("watch_call", f"long-watch-{index}", topic="weather"))
 
     async def consume() -> None:
         async for _ in agen:
             pass
 
     consumer = asyncio.ensure_future(consume())
-    begun = time.monotonic()
     await asyncio.wait_for(started.wait(), 30)
     while time.monotonic() - begun < seconds:
         model.say_live(text("still listening"))
         await asyncio.sleep(min(0.5, max(0.0, seconds - (time.monotonic() - begun))))
-    consumer.cancel()
+    consumer.cancel()  # the caller leaves
     with contextlib.suppress(BaseException):
         await consumer
     with contextlib.suppress(Exception):
         await agen.aclose()
     queue.close()
+    took = time.monotonic() - begun
     await asyncio.sleep(0.2)
-    orphaned = [c for c, t in tasks.items() if not t.done()]
-    truth.add("long_run", "long_run", orphaned=orphaned, traces=seen,
-              note=f"{time.monotonic() - begun:.1f}s")
-
-    class _Stop:
-        async def cleanup(self) -> None:
-            stop.set()
-            await asyncio.sleep(0)
-
-    class _Leftover:
-        probe = _Stop()
-    leftovers.append(_Leftover())
+    return seen, [c for c, t in tasks.items() if not t.done()], took
 
 
 async def main(args: argparse.Namespace) -> None:
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     logging.getLogger(sc.LOGGER_NAME).setLevel(logging.ERROR)
-    handle = configure_telemetry(SERVICE, endpoint=args.endpoint)
+    handle = configure_telemetry(args.service, endpoint=args.endpoint, protocol=args.protocol)
     sent = Sent()
     provider = trace.get_tracer_provider()
     provider.add_span_processor(sent)  # type: ignore[attr-defined]
@@ -275,7 +306,7 @@ async def main(args: argparse.Namespace) -> None:
     leftovers: list[Any] = []
     started = time.monotonic()
     if args.long_run:
-        await _long_run(plugin, truth, args.long_run, leftovers)
+        await _long_runs(plugin, truth, args.long_run, args.sessions, leftovers)
     if args.scenarios != "none":
         names = None if args.scenarios == "all" else args.scenarios.split(",")
         await _library(plugin, strict, sent, truth, names, leftovers)
@@ -283,8 +314,9 @@ async def main(args: argparse.Namespace) -> None:
         await _scripted(plugin, truth, args.clean, args.errors)
     await asyncio.sleep(0.1)
     with open(args.truth, "w") as f:
-        json.dump({"service": SERVICE, "seconds": round(time.monotonic() - started, 1),
-                   "units": truth.units, "spans": sent.since(0)}, f)
+        json.dump({"service": args.service, "seconds": round(time.monotonic() - started, 1),
+                   "units": truth.units, "spans": sent.since(0),
+                   "otlp_bytes": sent.otlp_bytes()}, f)
     print("READY", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     for run in leftovers:
@@ -300,7 +332,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--clean", type=int, default=0)
     p.add_argument("--errors", type=int, default=0)
     p.add_argument("--scenarios", default="all", help="all, none, or a,b,c")
-    p.add_argument("--long-run", type=float, default=0.0)
+    p.add_argument("--long-run", type=float, default=0.0, help="seconds of each long run")
+    p.add_argument("--sessions", type=int, default=1, help="concurrent long runs")
+    p.add_argument("--service", default=SERVICE)
+    p.add_argument("--protocol", default=None, help="grpc or http/protobuf (default: http)")
     return p.parse_args(argv)
 
 
