@@ -8,8 +8,9 @@ the endpoint) and the plugin, running the scenario corpus and a scripted app.
 What it runs:
   * the scenario library (src/adk_task_telemetry/scenarios, the seed bug among
     them), every scenario the installed ADK can run;
-  * a scripted app: ``--clean`` runs whose one tool call returns and ``--errors``
-    runs whose tool raises (many cheap runs: the sampler's rate is measured on them);
+  * a scripted app: ``--clean`` runs whose tool calls return and ``--errors`` runs
+    whose tool raises (many cheap runs: the sampler's rate is measured on them), or
+    ``--load S``: clean runs back to back for S seconds (``--calls`` per run);
   * ``--long-run S --sessions K``: K concurrent live runs that last S seconds and each
     leave an orphan (the long-run case of tail sampling).
 
@@ -159,9 +160,10 @@ async def _library(plugin: TaskTelemetryPlugin, strict: TaskTelemetryPlugin,
 
 
 async def _scripted(plugin: TaskTelemetryPlugin, truth: Truth, clean: int,
-                    errors: int) -> None:
-    """Cheap runs of one tool call each; the tool records its call id, its trace id
-    and whether it raised."""
+                    errors: int, *, calls: int = 1, load_s: float = 0.0) -> None:
+    """Cheap runs of ``calls`` parallel tool calls each: ``clean`` that return, then
+    ``errors`` that raise; or, with ``load_s``, clean runs back to back for that many
+    seconds (load). The tool records its call id, its trace id and whether it raised."""
     from google.adk.agents import LlmAgent
     from google.adk.apps import App
     from google.adk.runners import Runner
@@ -186,9 +188,13 @@ async def _scripted(plugin: TaskTelemetryPlugin, truth: Truth, clean: int,
         return {"order_id": order_id, "status": "shipped"}
 
     runner_sessions = InMemorySessionService()
-    for i in range(clean + errors):
-        order = f"bad-{i}" if i >= clean else str(i)
-        model = ScriptedLlm([[call("lookup", f"s{i}", order_id=order)], [text("done")]])
+    deadline = time.monotonic() + load_s
+    i = 0
+    while i < clean + errors or (load_s and time.monotonic() < deadline):
+        order = f"bad-{i}" if clean <= i < clean + errors else str(i)
+        model = ScriptedLlm([[call("lookup", f"s{i}-{c}", order_id=order)
+                              for c in range(calls)], [text("done")]])
+        i += 1
         agent = LlmAgent(name="clerk", model=model, instruction="scripted", tools=[lookup])
         runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
                         session_service=runner_sessions)
@@ -310,8 +316,9 @@ async def main(args: argparse.Namespace) -> None:
     if args.scenarios != "none":
         names = None if args.scenarios == "all" else args.scenarios.split(",")
         await _library(plugin, strict, sent, truth, names, leftovers)
-    if args.clean or args.errors:
-        await _scripted(plugin, truth, args.clean, args.errors)
+    if args.clean or args.errors or args.load:
+        await _scripted(plugin, truth, args.clean, args.errors, calls=args.calls,
+                        load_s=args.load)
     await asyncio.sleep(0.1)
     with open(args.truth, "w") as f:
         json.dump({"service": args.service, "seconds": round(time.monotonic() - started, 1),
@@ -331,6 +338,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("truth")
     p.add_argument("--clean", type=int, default=0)
     p.add_argument("--errors", type=int, default=0)
+    p.add_argument("--calls", type=int, default=1, help="parallel calls per scripted run")
+    p.add_argument("--load", type=float, default=0.0,
+                   help="seconds of clean scripted runs back to back")
     p.add_argument("--scenarios", default="all", help="all, none, or a,b,c")
     p.add_argument("--long-run", type=float, default=0.0, help="seconds of each long run")
     p.add_argument("--sessions", type=int, default=1, help="concurrent long runs")
