@@ -25,6 +25,9 @@ import time
 from typing import Any
 
 KINDS = ("plugin", "bare", "floor", "minimal")
+#: ``--shape per_request``: the same runs, each through a Runner made and closed for it
+#: (the App, and so the plugin, shared), against the long-lived Runner.
+PER_REQUEST_KINDS = ("plugin", "bare", "plugin_per_request", "bare_per_request")
 SAMPLERS = ("always_on", "always_off")
 SMALL, LARGE = 2, 6
 
@@ -75,12 +78,14 @@ async def _child(kind: str, runs: int, sampler: str) -> None:
 
     quiet_plugin_logger()
     tp, _ = _providers(sampler)
+    per_request = kind.endswith("_per_request")
+    kind = kind.removesuffix("_per_request")
     plugin = {"plugin": TaskTelemetryPlugin, "minimal": _minimal_plugin}.get(kind)
     runner = _runner([plugin()] if plugin else [])
     histogram = metrics.get_meter("floor").create_histogram("floor.duration", "s")
     tracer = tp.get_tracer("floor")
     floor = _floor if sampler == "always_on" else _floor_unsampled
-    await _block(runner, 5)
+    await _block(runner, 5, per_request)
     floor(tracer, histogram, 100)
     gc.collect()
     gc.freeze()
@@ -88,7 +93,7 @@ async def _child(kind: str, runs: int, sampler: str) -> None:
     if kind == "floor":
         floor(tracer, histogram, runs * 10)
     else:
-        await _block(runner, runs)
+        await _block(runner, runs, per_request)
     _toggle("off")
 
 
@@ -111,6 +116,8 @@ def main() -> int:
     import adk_task_telemetry
 
     print(f"adk_task_telemetry from {os.path.dirname(adk_task_telemetry.__file__)}")
+    if sys.argv[1:3] == ["--shape", "per_request"]:
+        return _per_request()
     per_task: dict[str, float] = {}
     for sampler in SAMPLERS:
         slope = {k: (_count(k, LARGE, sampler) - _count(k, SMALL, sampler)) / (LARGE - SMALL)
@@ -126,6 +133,25 @@ def main() -> int:
             line += f"; minimal plugin {minimal / floor:.2f}x"
         print(line, flush=True)
     print(f"  unsampled / sampled: {per_task['always_off'] / per_task['always_on']:.2f}")
+    return 0
+
+
+def _slope(kind: str, sampler: str) -> float:
+    return (_count(kind, LARGE, sampler) - _count(kind, SMALL, sampler)) / (LARGE - SMALL)
+
+
+def _per_request() -> int:
+    """What the plugin adds per tool task with a Runner made and closed per run, against
+    a long-lived Runner (issue 24: within 10 %). Sampled; all threads counted (the
+    flush that a plugin's close hands to a worker thread too)."""
+    slope = {k: _slope(k, "always_on") for k in PER_REQUEST_KINDS}
+    long_lived = (slope["plugin"] - slope["bare"]) / 10
+    per_request = (slope["plugin_per_request"] - slope["bare_per_request"]) / 10
+    print(f"  long-lived Runner:  plugin {long_lived / 1e3:6.1f}k instr/task, "
+          f"run {slope['bare'] / 1e3:,.0f}k without it", flush=True)
+    print(f"  Runner per request: plugin {per_request / 1e3:6.1f}k instr/task, "
+          f"run {slope['bare_per_request'] / 1e3:,.0f}k without it", flush=True)
+    print(f"  per request / long-lived: {per_request / long_lived:.2f}")
     return 0
 
 
