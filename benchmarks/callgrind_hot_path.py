@@ -2,6 +2,7 @@
 
     python -m benchmarks.callgrind_hot_path            # needs valgrind (Debian: valgrind)
     PYTHONPATH=<other checkout>/src python -m benchmarks.callgrind_hot_path
+    python -m benchmarks.callgrind_hot_path --shape per_request [--record after]
 
 The same runs as ``bench_hot_path`` (a real ``Runner``, 10 parallel calls a run, ADK's
 telemetry on), each in a process of its own under callgrind, instruction counting on only
@@ -18,12 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+RESULTS = Path(__file__).with_name("results")
 KINDS = ("plugin", "bare", "floor", "minimal")
 #: ``--shape per_request``: the same runs, each through a Runner made and closed for it
 #: (the App, and so the plugin, shared), against the long-lived Runner.
@@ -117,7 +121,8 @@ def main() -> int:
 
     print(f"adk_task_telemetry from {os.path.dirname(adk_task_telemetry.__file__)}")
     if sys.argv[1:3] == ["--shape", "per_request"]:
-        return _per_request()
+        label = sys.argv[4] if sys.argv[3:4] == ["--record"] else None
+        return _per_request(label)
     per_task: dict[str, float] = {}
     for sampler in SAMPLERS:
         slope = {k: (_count(k, LARGE, sampler) - _count(k, SMALL, sampler)) / (LARGE - SMALL)
@@ -140,7 +145,7 @@ def _slope(kind: str, sampler: str) -> float:
     return (_count(kind, LARGE, sampler) - _count(kind, SMALL, sampler)) / (LARGE - SMALL)
 
 
-def _per_request() -> int:
+def _per_request(label: str | None) -> int:
     """What the plugin adds per tool task with a Runner made and closed per run, against
     a long-lived Runner (issue 24: within 10 %). Sampled; all threads counted (the
     flush that a plugin's close hands to a worker thread too)."""
@@ -152,7 +157,44 @@ def _per_request() -> int:
     print(f"  Runner per request: plugin {per_request / 1e3:6.1f}k instr/task, "
           f"run {slope['bare_per_request'] / 1e3:,.0f}k without it", flush=True)
     print(f"  per request / long-lived: {per_request / long_lived:.2f}")
+    if label is not None:
+        from importlib.metadata import version
+
+        path = RESULTS / "per_request_callgrind.json"
+        found = json.loads(path.read_text()) if path.exists() else {}
+        found[f"{version('google-adk')} {label}"] = {
+            "long_lived_instr_per_task": long_lived, "per_request_instr_per_task": per_request,
+            "bare_run_instr": slope["bare"], "bare_per_request_run_instr": slope[
+                "bare_per_request"], "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     return 0
+
+
+def markdown() -> list[str]:
+    """docs/benchmarks.md's section on the Runner-per-request shape, from the recorded
+    runs (``--shape per_request --record before|after``)."""
+    path = RESULTS / "per_request_callgrind.json"
+    if not path.exists():
+        return []
+    lines = ["## A Runner per request (issue 24)", "",
+             "`python -m benchmarks.callgrind_hot_path --shape per_request --record after` "
+             "(`before`: the same with the engine of the round before on `PYTHONPATH`). "
+             "The hot path's runs (10 parallel calls a run, ADK's telemetry on, sampled), "
+             "in instructions (callgrind, all threads), per tool task: what the plugin "
+             "adds with one long-lived `Runner`, and with a `Runner` made and closed for "
+             "each run on the same `App` (its `close()` closes the plugin). Target: the "
+             "second within 10 % of the first. Before, each run's start installed the tool "
+             "thread-pool hook and each close undid it, both walking every loaded "
+             "`google.adk` module; now the hooks live as long as a plugin does.", "",
+             "| google-adk | engine | long-lived: instr/task | per request: instr/task | "
+             "per request / long-lived | date |", "|---|---|---|---|---|---|"]
+    for key, r in sorted(json.loads(path.read_text()).items()):
+        adk, label = key.split()
+        lines.append(f"| {adk} | {label} | {r['long_lived_instr_per_task'] / 1e3:,.1f}k | "
+                     f"{r['per_request_instr_per_task'] / 1e3:,.1f}k | "
+                     f"{r['per_request_instr_per_task'] / r['long_lived_instr_per_task']:.2f} "
+                     f"| {r['date']} |")
+    return [*lines, ""]
 
 
 def logging_off() -> None:
