@@ -316,6 +316,18 @@ def markdown() -> list[str]:
             f"{_row(runs, 'always_on', 'per_run_added_pct')} | "
             f"{_row(runs, 'always_off', 'ratio_to_floor')} | "
             f"{_row(runs, 'always_off', 'per_task_us')} | {statistics.median(ratio):.2f} |")
+    lines.append("")
+    for (label, adk), runs in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        pr = [r["per_request"] for r in runs if r.get("per_request", {}).get(
+            "per_request_to_long_lived") is not None]
+        if pr:
+            lines.append(
+                f"A Runner per request ({adk}, {label}; sampled, the same runs each through "
+                "a Runner made and closed for it, four blocks in a rotating order): the "
+                f"plugin adds {statistics.median(p['per_request_us'] for p in pr):.1f} us/task,"
+                f" {statistics.median(p['long_lived_us'] for p in pr):.1f} with one long-lived"
+                " Runner; median ratio "
+                f"{statistics.median(p['per_request_to_long_lived'] for p in pr):.2f}.")
     return [*lines, ""]
 
 
