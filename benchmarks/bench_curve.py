@@ -209,7 +209,7 @@ def markdown() -> list[str]:
              "`python -m benchmarks.bench_curve --record` (`make bench`), on "
              f"{r['date']}, google-adk {r['google_adk']}, Python {r['python']}, on a machine "
              "shared with other work (2 cores): CPU time, paired. "
-             + " ".join(__doc__.split("\n\n")[1].split()), "",
+             + " ".join(__doc__.split("\n\n")[2].split()), "",
              "| runs open | tool tasks open | plugin adds, us/task | x the first level |",
              "|---|---|---|---|"]
     for row in r["levels"]:

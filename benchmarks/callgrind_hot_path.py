@@ -185,7 +185,11 @@ def markdown() -> list[str]:
              "each run on the same `App` (its `close()` closes the plugin). Target: the "
              "second within 10 % of the first. Before, each run's start installed the tool "
              "thread-pool hook and each close undid it, both walking every loaded "
-             "`google.adk` module; now the hooks live as long as a plugin does.", "",
+             "`google.adk` module; now the hooks live as long as a plugin does. What is left "
+             "above the long-lived shape is the flush each `close()` hands to the plugin's "
+             "worker thread (exit.py: the providers' `force_flush`, for servers that die "
+             "right after closing their runners): the same benchmark with that flush "
+             "stubbed out read 1.01 on 2.13.0 (2026-12-02).", "",
              "| google-adk | engine | long-lived: instr/task | per request: instr/task | "
              "per request / long-lived | date |", "|---|---|---|---|---|---|"]
     for key, r in sorted(json.loads(path.read_text()).items()):
