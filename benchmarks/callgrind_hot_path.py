@@ -198,6 +198,20 @@ def markdown() -> list[str]:
                      f"{r['per_request_instr_per_task'] / 1e3:,.1f}k | "
                      f"{r['per_request_instr_per_task'] / r['long_lived_instr_per_task']:.2f} "
                      f"| {r['date']} |")
+    cpu = RESULTS / "per_request_cpu.json"
+    if cpu.exists():
+        lines += ["", "The cross-check in CPU time of the event loop's thread "
+                  "(`python -m benchmarks.bench_hot_path --child per_request --rounds 2`: the "
+                  "four blocks, plugin or not, long-lived or per request, in a rotating "
+                  "order; medians over the rounds; a machine shared with other work, so "
+                  "only the direction is firm). The close's flush runs in the worker "
+                  "thread, not in this figure.", "",
+                  "| google-adk | engine | long-lived: us/task | per request: us/task | "
+                  "median ratio per round |", "|---|---|---|---|---|"]
+        for key, r in sorted(json.loads(cpu.read_text()).items()):
+            adk, label = key.split()
+            lines.append(f"| {adk} | {label} | {r['long_lived_us']:.1f} | "
+                         f"{r['per_request_us']:.1f} | {r['per_request_to_long_lived']:.2f} |")
     return [*lines, ""]
 
 
