@@ -4,7 +4,8 @@ that tell plugins nothing on their live path (1.14 to 1.39, 2.0 to 2.7).
 The seed bug's orphans are reported when the live run ends (the caller leaves, or
 closes the queue), not at ``Runner.close()``; only the invocation's own listener
 plugins are called; a failing listener never breaks the run; and every hook is undone
-when the last plugin closes, the very original put back.
+when the last plugin is gone (a Runner's close undoes nothing: issue 24), the very
+original put back.
 """
 
 from __future__ import annotations

@@ -333,7 +333,8 @@ def streaming_task_for(ctx: Any, tool_name: str, call_id: str) -> asyncio.Task[A
 # invocation's own plugin manager (never another plugin), never changes what ADK
 # runs or returns, swallows what a listener raises, and stands aside when no listener
 # is in the invocation. Installed once per process with the first listener, undone
-# (the original put back, the very same object) when the last one closes.
+# (the original put back, the very same object) when the last one is gone (collected,
+# or removed at an uninstrument); a Runner's start or close neither installs nor undoes.
 
 _NEEDS_HOOKS = LIVE_RUN_END_HOOK or LIVE_TOOL_HOOK
 _listeners: weakref.WeakSet[Any] = weakref.WeakSet()
