@@ -119,6 +119,8 @@ $(VENVS)/bench/.installed: pyproject.toml | $(UV_DEP)
 bench: $(foreach v,$(BENCH_ADK),$(VENVS)/adk-$(v)/.installed) $(VENVS)/bench/.installed
 	@set -e; for v in $(BENCH_ADK); do \
 	  $(VENVS)/adk-$$v/bin/python -m benchmarks.bench_hot_path --rounds 3 --record after; done
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_curve --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_orphans --record
 	$(BENCH_PY) -m benchmarks.run
 
 bench-quick: $(VENVS)/bench/.installed

@@ -129,8 +129,13 @@ def _runner(plugins: list[Any]) -> Any:
                   session_service=InMemorySessionService())
 
 
-async def _block(runner: Any, runs: int) -> float:
-    """CPU seconds of the loop thread for ``runs`` runs of CALLS parallel calls."""
+async def _block(runner: Any, runs: int, per_request: bool = False) -> float:
+    """CPU seconds of the loop thread for ``runs`` runs of CALLS parallel calls.
+
+    ``per_request``: each run through a Runner of its own on ``runner``'s App, made for
+    the run and closed after it (a web handler's request-scoped Runner; ``close()``
+    closes the App's plugins with it), instead of ``runner`` itself."""
+    from google.adk.runners import Runner
     from google.genai import types
 
     content = types.Content(role="user", parts=[types.Part(text="go")])
@@ -138,10 +143,14 @@ async def _block(runner: Any, runs: int) -> float:
                 for _ in range(runs)]
     c0 = time.thread_time()
     for session in sessions:
-        async with contextlib.aclosing(runner.run_async(
+        this = (Runner(app=runner.app, session_service=runner.session_service)
+                if per_request else runner)
+        async with contextlib.aclosing(this.run_async(
                 user_id="u", session_id=session.id, new_message=content)) as agen:
             async for _event in agen:
                 pass
+        if per_request:
+            await this.close()
     return time.thread_time() - c0
 
 
@@ -187,8 +196,44 @@ async def _measure(sampler: str, rounds: int) -> dict[str, Any]:
     }
 
 
+async def _measure_per_request(rounds: int) -> dict[str, Any]:
+    """Sampled: the plugin's added CPU per tool task with a Runner made and closed per
+    run (the App and its plugin shared) and with one long-lived Runner, the four blocks
+    taking turns in a rotating order; each round of four gives one ratio (issue 24)."""
+    import logging
+
+    from adk_task_telemetry import TaskTelemetryPlugin
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    quiet_plugin_logger()
+    _providers("always_on")
+    with_plugin, without = _runner([TaskTelemetryPlugin()]), _runner([])
+    variants = [(plugin, per_request) for plugin in (True, False)
+                for per_request in (False, True)]
+    for plugin, per_request in variants:  # warm-up
+        await _block(with_plugin if plugin else without, 5, per_request)
+    lived, per_req, ratios = [], [], []
+    for r in range(rounds * PAIRS_PER_ROUND):
+        order = variants[r % 4:] + variants[:r % 4]
+        got = {v: await _block(with_plugin if v[0] else without, RUNS_PER_BLOCK, v[1])
+               for v in order}
+        tasks = RUNS_PER_BLOCK * CALLS
+        a = (got[(True, False)] - got[(False, False)]) / tasks
+        b = (got[(True, True)] - got[(False, True)]) / tasks
+        lived.append(a)
+        per_req.append(b)
+        if a > 0:
+            ratios.append(b / a)
+    return {"long_lived_us": statistics.median(lived) * 1e6,
+            "per_request_us": statistics.median(per_req) * 1e6,
+            "per_request_to_long_lived": statistics.median(ratios) if ratios else None,
+            "rounds_of_four": len(lived)}
+
+
 def _child(sampler: str, rounds: int) -> None:
-    print(json.dumps(asyncio.run(_measure(sampler, rounds))), flush=True)
+    measure = (_measure_per_request(rounds) if sampler == "per_request"
+               else _measure(sampler, rounds))
+    print(json.dumps(asyncio.run(measure)), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here too")
     parser.add_argument("--record", choices=LABELS,
                         help="append the results to benchmarks/results/hot_path-LABEL-ADK.json")
-    parser.add_argument("--child", choices=SAMPLERS, help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=(*SAMPLERS, "per_request"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child(args.child, args.rounds)
@@ -211,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
                               sampler, "--rounds", str(args.rounds)],
                              capture_output=True, text=True, check=True, env=os.environ)
         results["samplers"][sampler] = json.loads(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_hot_path", "--child",
+                          "per_request", "--rounds", str(args.rounds)],
+                         capture_output=True, text=True, check=True, env=os.environ)
+    results["per_request"] = json.loads(out.stdout.strip().splitlines()[-1])
     on, off = results["samplers"]["always_on"], results["samplers"]["always_off"]
     results["unsampled_to_sampled"] = off["per_task_us"] / on["per_task_us"]
     print(f"google-adk {results['google_adk']}, Python {results['python']}, "
@@ -220,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:10} plugin {r['per_task_us']:6.1f} us/task, floor {r['floor_us']:5.1f} us"
               f" ({r['ratio_to_floor']:.2f}x), 10-tool run +{r['per_run_added_pct']:.1f}%")
     print(f"  unsampled / sampled: {results['unsampled_to_sampled']:.2f}")
+    pr = results["per_request"]
+    print(f"  Runner per request (sampled): plugin {pr['per_request_us']:6.1f} us/task, "
+          f"long-lived {pr['long_lived_us']:6.1f} us/task, ratio (median of "
+          f"{pr['rounds_of_four']} rounds) {pr['per_request_to_long_lived']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
@@ -263,6 +316,18 @@ def markdown() -> list[str]:
             f"{_row(runs, 'always_on', 'per_run_added_pct')} | "
             f"{_row(runs, 'always_off', 'ratio_to_floor')} | "
             f"{_row(runs, 'always_off', 'per_task_us')} | {statistics.median(ratio):.2f} |")
+    lines.append("")
+    for (label, adk), runs in sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        pr = [r["per_request"] for r in runs if r.get("per_request", {}).get(
+            "per_request_to_long_lived") is not None]
+        if pr:
+            lines.append(
+                f"A Runner per request ({adk}, {label}; sampled, the same runs each through "
+                "a Runner made and closed for it, four blocks in a rotating order): the "
+                f"plugin adds {statistics.median(p['per_request_us'] for p in pr):.1f} us/task,"
+                f" {statistics.median(p['long_lived_us'] for p in pr):.1f} with one long-lived"
+                " Runner; median ratio "
+                f"{statistics.median(p['per_request_to_long_lived'] for p in pr):.2f}.")
     return [*lines, ""]
 
 

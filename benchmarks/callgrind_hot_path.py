@@ -2,6 +2,7 @@
 
     python -m benchmarks.callgrind_hot_path            # needs valgrind (Debian: valgrind)
     PYTHONPATH=<other checkout>/src python -m benchmarks.callgrind_hot_path
+    python -m benchmarks.callgrind_hot_path --shape per_request [--record after]
 
 The same runs as ``bench_hot_path`` (a real ``Runner``, 10 parallel calls a run, ADK's
 telemetry on), each in a process of its own under callgrind, instruction counting on only
@@ -18,13 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+RESULTS = Path(__file__).with_name("results")
 KINDS = ("plugin", "bare", "floor", "minimal")
+#: ``--shape per_request``: the same runs, each through a Runner made and closed for it
+#: (the App, and so the plugin, shared), against the long-lived Runner.
+PER_REQUEST_KINDS = ("plugin", "bare", "plugin_per_request", "bare_per_request")
 SAMPLERS = ("always_on", "always_off")
 SMALL, LARGE = 2, 6
 
@@ -75,12 +82,14 @@ async def _child(kind: str, runs: int, sampler: str) -> None:
 
     quiet_plugin_logger()
     tp, _ = _providers(sampler)
+    per_request = kind.endswith("_per_request")
+    kind = kind.removesuffix("_per_request")
     plugin = {"plugin": TaskTelemetryPlugin, "minimal": _minimal_plugin}.get(kind)
     runner = _runner([plugin()] if plugin else [])
     histogram = metrics.get_meter("floor").create_histogram("floor.duration", "s")
     tracer = tp.get_tracer("floor")
     floor = _floor if sampler == "always_on" else _floor_unsampled
-    await _block(runner, 5)
+    await _block(runner, 5, per_request)
     floor(tracer, histogram, 100)
     gc.collect()
     gc.freeze()
@@ -88,7 +97,7 @@ async def _child(kind: str, runs: int, sampler: str) -> None:
     if kind == "floor":
         floor(tracer, histogram, runs * 10)
     else:
-        await _block(runner, runs)
+        await _block(runner, runs, per_request)
     _toggle("off")
 
 
@@ -111,6 +120,9 @@ def main() -> int:
     import adk_task_telemetry
 
     print(f"adk_task_telemetry from {os.path.dirname(adk_task_telemetry.__file__)}")
+    if sys.argv[1:3] == ["--shape", "per_request"]:
+        label = sys.argv[4] if sys.argv[3:4] == ["--record"] else None
+        return _per_request(label)
     per_task: dict[str, float] = {}
     for sampler in SAMPLERS:
         slope = {k: (_count(k, LARGE, sampler) - _count(k, SMALL, sampler)) / (LARGE - SMALL)
@@ -127,6 +139,80 @@ def main() -> int:
         print(line, flush=True)
     print(f"  unsampled / sampled: {per_task['always_off'] / per_task['always_on']:.2f}")
     return 0
+
+
+def _slope(kind: str, sampler: str) -> float:
+    return (_count(kind, LARGE, sampler) - _count(kind, SMALL, sampler)) / (LARGE - SMALL)
+
+
+def _per_request(label: str | None) -> int:
+    """What the plugin adds per tool task with a Runner made and closed per run, against
+    a long-lived Runner (issue 24: within 10 %). Sampled; all threads counted (the
+    flush that a plugin's close hands to a worker thread too)."""
+    slope = {k: _slope(k, "always_on") for k in PER_REQUEST_KINDS}
+    long_lived = (slope["plugin"] - slope["bare"]) / 10
+    per_request = (slope["plugin_per_request"] - slope["bare_per_request"]) / 10
+    print(f"  long-lived Runner:  plugin {long_lived / 1e3:6.1f}k instr/task, "
+          f"run {slope['bare'] / 1e3:,.0f}k without it", flush=True)
+    print(f"  Runner per request: plugin {per_request / 1e3:6.1f}k instr/task, "
+          f"run {slope['bare_per_request'] / 1e3:,.0f}k without it", flush=True)
+    print(f"  per request / long-lived: {per_request / long_lived:.2f}")
+    if label is not None:
+        from importlib.metadata import version
+
+        path = RESULTS / "per_request_callgrind.json"
+        found = json.loads(path.read_text()) if path.exists() else {}
+        found[f"{version('google-adk')} {label}"] = {
+            "long_lived_instr_per_task": long_lived, "per_request_instr_per_task": per_request,
+            "bare_run_instr": slope["bare"], "bare_per_request_run_instr": slope[
+                "bare_per_request"], "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        path.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+def markdown() -> list[str]:
+    """docs/benchmarks.md's section on the Runner-per-request shape, from the recorded
+    runs (``--shape per_request --record before|after``)."""
+    path = RESULTS / "per_request_callgrind.json"
+    if not path.exists():
+        return []
+    lines = ["## A Runner per request (issue 24)", "",
+             "`python -m benchmarks.callgrind_hot_path --shape per_request --record after` "
+             "(`before`: the same with the engine of the round before on `PYTHONPATH`). "
+             "The hot path's runs (10 parallel calls a run, ADK's telemetry on, sampled), "
+             "in instructions (callgrind, all threads), per tool task: what the plugin "
+             "adds with one long-lived `Runner`, and with a `Runner` made and closed for "
+             "each run on the same `App` (its `close()` closes the plugin). Target: the "
+             "second within 10 % of the first. Before, each run's start installed the tool "
+             "thread-pool hook and each close undid it, both walking every loaded "
+             "`google.adk` module; now the hooks live as long as a plugin does. What is left "
+             "above the long-lived shape is the flush each `close()` hands to the plugin's "
+             "worker thread (exit.py: the providers' `force_flush`, for servers that die "
+             "right after closing their runners): the same benchmark with that flush "
+             "stubbed out read 1.01 on 2.13.0 (2026-12-02).", "",
+             "| google-adk | engine | long-lived: instr/task | per request: instr/task | "
+             "per request / long-lived | date |", "|---|---|---|---|---|---|"]
+    for key, r in sorted(json.loads(path.read_text()).items()):
+        adk, label = key.split()
+        lines.append(f"| {adk} | {label} | {r['long_lived_instr_per_task'] / 1e3:,.1f}k | "
+                     f"{r['per_request_instr_per_task'] / 1e3:,.1f}k | "
+                     f"{r['per_request_instr_per_task'] / r['long_lived_instr_per_task']:.2f} "
+                     f"| {r['date']} |")
+    cpu = RESULTS / "per_request_cpu.json"
+    if cpu.exists():
+        lines += ["", "The cross-check in CPU time of the event loop's thread "
+                  "(`python -m benchmarks.bench_hot_path --child per_request --rounds 2`: the "
+                  "four blocks, plugin or not, long-lived or per request, in a rotating "
+                  "order; medians over the rounds; a machine shared with other work, so "
+                  "only the direction is firm). The close's flush runs in the worker "
+                  "thread, not in this figure.", "",
+                  "| google-adk | engine | long-lived: us/task | per request: us/task | "
+                  "median ratio per round |", "|---|---|---|---|---|"]
+        for key, r in sorted(json.loads(cpu.read_text()).items()):
+            adk, label = key.split()
+            lines.append(f"| {adk} | {label} | {r['long_lived_us']:.1f} | "
+                         f"{r['per_request_us']:.1f} | {r['per_request_to_long_lived']:.2f} |")
+    return [*lines, ""]
 
 
 def logging_off() -> None:

@@ -34,7 +34,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from .bench_curve import markdown as curve_markdown
 from .bench_hot_path import markdown as hot_path_markdown
+from .bench_orphans import markdown as orphans_markdown
+from .callgrind_hot_path import markdown as per_request_markdown
 from .common import (
     NullPlugin,
     direct_open,
@@ -739,6 +742,9 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         "# Benchmarks",
         "",
         *hot_path_markdown(),
+        *per_request_markdown(),
+        *curve_markdown(),
+        *orphans_markdown(),
         "## The section benchmarks (`benchmarks.run`)",
         "",
         "Produced by:",

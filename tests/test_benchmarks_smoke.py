@@ -119,3 +119,17 @@ def test_throughput(quick: dict[str, Any]) -> None:
     assert _positive(tp["harness_alone_tasks_per_s"]["median"])
     assert math.isfinite(tp["plugin_only_tasks_per_s"])
     assert tp["state_size_after"] == [0, 0]
+
+
+@pytest.mark.parametrize("module, says", [
+    ("benchmarks.bench_curve", "to the first level"),
+    ("benchmarks.bench_orphans", "orphans alive"),
+])
+def test_curve_benchmarks_run(module: str, says: str) -> None:
+    """Issue 24's curves, at a smoke size: they run through a real Runner and print
+    their figures (nothing about time is asserted)."""
+    proc = subprocess.run([sys.executable, "-m", module, "--quick"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert says in proc.stdout
+    assert "nan" not in proc.stdout.lower()

@@ -70,8 +70,9 @@ SDK_EVENTS = {"exception"}
 #: Added to every series by the exporter or by Prometheus, not by us.
 #: Metrics of configure_telemetry()'s export pipeline, not of the plugin's runs.
 PIPELINE_METRICS = {sc.METRIC_EXPORT_DROPPED}
-#: ADK's tool thread pool gauges report only while a pool lives (ADK shuts a loop's pool
-#: down with the loop, which the contract runs close before collecting):
+#: ADK's tool thread pool gauges report while a pool lives and a plugin watches it (the
+#: hooks outlive a Runner's close: issue 24), so whether the contract runs' collection
+#: sees them depends on when ADK shuts the loop's pool down: not checked here;
 #: tests/test_thread_pool.py checks them on a live pool.
 UNSEEN_HERE = {sc.METRIC_POOL_BUSY, sc.METRIC_POOL_QUEUED, sc.METRIC_POOL_MAX_WORKERS}
 #: What a failure about a name never seen asks for.
@@ -343,7 +344,8 @@ def test_metrics_of_real_runs_are_as_documented(seen: Seen) -> None:
     t = table("metric")
     rows = dict(zip(t.first(), t.rows, strict=True))
     attributes = t.names("attributes")
-    found = {m.name: m for scope, m in seen.metrics if scope == sc.SCOPE_NAME}
+    found = {m.name: m for scope, m in seen.metrics
+             if scope == sc.SCOPE_NAME and m.name not in UNSEEN_HERE}
     # configure_telemetry()'s own pipeline records these; the scrape test sees them.
     rows = {name: row for name, row in rows.items()
             if name not in PIPELINE_METRICS | UNSEEN_HERE}
@@ -459,11 +461,12 @@ def test_prometheus_names_match_a_real_scrape(scraped: str) -> None:
     doc_labels = prom.names("labels")
     owner = {s: name for name, series in doc_series.items() for s in series
              if name not in UNSEEN_HERE}
+    unseen = {s for name, series in doc_series.items() for s in series if name in UNSEEN_HERE}
     seen_labels: dict[str, set[str]] = {}
     seen_types: dict[str, str] = {}
     for family in text_string_to_metric_families(scraped):
         for sample in family.samples:
-            if not sample.name.startswith(("adk_", "adk:")):
+            if not sample.name.startswith(("adk_", "adk:")) or sample.name in unseen:
                 continue
             assert sample.name in owner, f"scraped {sample.name}, not in docs/telemetry.md"
             metric = owner[sample.name]

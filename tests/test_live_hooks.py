@@ -4,7 +4,8 @@ that tell plugins nothing on their live path (1.14 to 1.39, 2.0 to 2.7).
 The seed bug's orphans are reported when the live run ends (the caller leaves, or
 closes the queue), not at ``Runner.close()``; only the invocation's own listener
 plugins are called; a failing listener never breaks the run; and every hook is undone
-when the last plugin closes, the very original put back.
+when the last plugin is gone (a Runner's close undoes nothing: issue 24), the very
+original put back.
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ async def test_a_failing_listener_never_breaks_the_live_run(telemetry: Telemetry
 #: attribute of ADK's live path (classes and modules) is compared, by identity, with
 #: what it was before the first plugin existed.
 _UNDO = textwrap.dedent('''
-    import asyncio, importlib, json
+    import asyncio, gc, importlib, json
     from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
 
     owners = []
@@ -286,19 +287,24 @@ _UNDO = textwrap.dedent('''
         await first.close()  # Runner.close() may close a plugin twice
         out["one_closed"] = changed()
         await second.close()
-        out["all_closed"] = changed()
+        out["all_closed"] = changed()  # closed, not gone: an App may run them again
+        del first, second
+        gc.collect()
+        out["all_gone"] = changed()
         third = TaskTelemetryPlugin()
         out["again"] = changed()
         await third.close()
-        out["closed_again"] = changed()
+        del third
+        gc.collect()
+        out["gone_again"] = changed()
         print(json.dumps(out))
 
     asyncio.run(main())
 ''')
 
 
-#: A plugin that a Runner closed (the last listener: every hook undone) and that runs
-#: again: it listens again from its next run on, that run included.
+#: A plugin that a Runner closed (the last listener: every hook stays while it lives)
+#: and that runs again: it hears that run.
 _REUSE = textwrap.dedent('''
     import asyncio, json
     from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
@@ -326,16 +332,16 @@ def test_a_closed_plugin_used_again_hears_its_next_live_run() -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["closed"] == []
+    assert out["closed"] == EXPECTED_HOOKS
     assert set(out["running"]) == LOST
     assert out["orphans"] == [[c, True] for c in sorted(LOST)]  # reported at the run's end
     assert out["runs"] == 0
 
 
 def test_every_hook_is_undone_by_identity() -> None:
-    """While a plugin listens, exactly the hooks this ADK needs are in place, each
-    wrapping the original; once every plugin closed, every attribute of ADK's live path
-    is the very object it was before (issue 17)."""
+    """While a plugin lives, exactly the hooks this ADK needs are in place, each
+    wrapping the original, closed or not; once every plugin is gone, every attribute of
+    ADK's live path is the very object it was before (issues 17, 24)."""
     done = subprocess.run([sys.executable, "-c", _UNDO], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -345,6 +351,117 @@ def test_every_hook_is_undone_by_identity() -> None:
     assert out["listening"] == EXPECTED_HOOKS
     assert out["changed"] == every == out["wraps_original"]
     assert out["one_closed"] == every  # another plugin still listens
-    assert out["all_closed"] == []
+    assert out["all_closed"] == every  # a Runner's close undoes nothing (issue 24)
+    assert out["all_gone"] == []
     assert out["again"] == every
-    assert out["closed_again"] == []
+    assert out["gone_again"] == []
+
+
+#: A Runner per request (issue 24), the App's plugin shared: the process-wide hooks are
+#: the very same objects from the plugin's creation to its end, whatever Runners start
+#: and close meanwhile, beside another plugin instance or not; then undone by identity.
+_PER_REQUEST = textwrap.dedent('''
+    import asyncio, gc, json, sys
+    from google.adk.agents import LlmAgent
+    from google.adk.agents.base_agent import BaseAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+    import google.adk.flows.llm_flows.functions  # noqa: F401  (as a run imports it)
+    from adk_task_telemetry import TaskTelemetryPlugin, adk_compat
+    from adk_task_telemetry.scenarios.model import ScriptedLlm, call, text
+
+    NAMES = ("_get_tool_thread_pool", "_process_function_live_helper")
+
+    def snapshot():
+        """Every object a process-wide hook may replace: in each ADK module, and on
+        BaseAgent."""
+        out = {f"{n}.{k}": d[k] for n, m in list(sys.modules.items())
+               if n.startswith("google.adk") for d in [getattr(m, "__dict__", {})]
+               for k in NAMES if k in d}
+        out["BaseAgent.run_live"] = vars(BaseAgent)["run_live"]
+        return out
+
+    def differs(a, b):
+        return sorted(k for k in set(a) | set(b) if a.get(k) is not b.get(k))
+
+    async def fetch(item: int) -> dict:
+        """Fetches one item."""
+        return {"item": item}
+
+    def app(name, plugin):
+        model = ScriptedLlm(turns=[[call("fetch", "c1", item=1), call("fetch", "c2", item=2)],
+                                   [text("done")]], repeat=True)
+        agent = LlmAgent(name="worker", model=model, instruction="scripted", tools=[fetch])
+        return App(name=name, root_agent=agent, plugins=[plugin])
+
+    async def run(runner, name):
+        session = await runner.session_service.create_session(app_name=name, user_id="u")
+        message = types.Content(role="user", parts=[types.Part(text="go")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id,
+                                        new_message=message):
+            pass
+
+    async def main():
+        out = {}
+        original = snapshot()
+        service = InMemorySessionService()
+        shared = TaskTelemetryPlugin()
+        first = app("first", shared)
+        hooked = snapshot()
+        out["hooked"] = differs(original, hooked)
+        out["listed"] = adk_compat.live_hooks()
+        same = []
+        for _ in range(3):  # a Runner made and closed per request, one at a time
+            runner = Runner(app=first, session_service=service)
+            await run(runner, "first")
+            same.append(differs(hooked, snapshot()))
+            await runner.close()
+            same.append(differs(hooked, snapshot()))
+        # Two Runners of the App alive: one closes while the other goes on.
+        one, two = (Runner(app=first, session_service=service) for _ in range(2))
+        await run(one, "first")
+        await one.close()
+        same.append(differs(hooked, snapshot()))
+        await run(two, "first")
+        await two.close()
+        same.append(differs(hooked, snapshot()))
+        # Another plugin instance, its own Runner per request; then the first one goes.
+        other = TaskTelemetryPlugin()
+        second = app("second", other)
+        runner = Runner(app=second, session_service=service)
+        await run(runner, "second")
+        await runner.close()
+        same.append(differs(hooked, snapshot()))
+        del shared, first, one, two
+        gc.collect()
+        same.append(differs(hooked, snapshot()))
+        out["same"] = same
+        out["runs_seen"] = other.state().runs == 0 and other.internal_errors == 0
+        # The last plugin goes: every hook undone, the very original objects back.
+        del other, second, runner
+        gc.collect()
+        out["gone"] = differs(original, snapshot())
+        out["listed_gone"] = adk_compat.live_hooks()
+        print(json.dumps(out))
+
+    asyncio.run(main())
+''')
+
+
+def test_a_runner_per_request_never_installs_or_undoes_a_hook() -> None:
+    """Issue 24: a Runner's start and close leave ADK's process-wide hooks (the very
+    same objects) in place while any plugin lives; the last plugin's end undoes them."""
+    done = subprocess.run([sys.executable, "-c", _PER_REQUEST], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    every = sorted(EXPECTED_HOOKS + POOL_HOOKS)
+    assert out["listed"] == EXPECTED_HOOKS
+    # Each hook this ADK needs; the pool getter also where other modules hold it by name.
+    assert set(every) <= set(out["hooked"])
+    assert all(k in every or k.endswith("._get_tool_thread_pool") for k in out["hooked"])
+    assert out["same"] == [[]] * len(out["same"])
+    assert out["runs_seen"]
+    assert out["gone"] == [] and out["listed_gone"] == []

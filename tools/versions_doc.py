@@ -68,8 +68,8 @@ HOOKS = [
      "`aclose()`, the queue closed, an error, a cancelled consumer), after the agent's "
      "whole teardown, each listener plugin of the invocation hears "
      "`_on_live_teardown(ctx)`: trigger `live_teardown`. ADK looks it up when the run "
-     "starts, after `before_run_callback`, where a plugin that a Runner closed listens "
-     "again"),
+     "starts, after `before_run_callback`, where a plugin that an uninstrument "
+     "unhooked listens again"),
     ("`google.adk.flows.llm_flows.functions._process_function_live_helper`",
      "1.14 to 1.26 (`live_tool_hook`)",
      "runs one live call's tool in that call's own task, inside ADK's `execute_tool` "
@@ -84,8 +84,10 @@ HOOKS = [
 HOOKS_INTRO = """\
 These releases are frozen, so a hook on their live path is safe there. Each is installed
 once per process, with the first `TaskTelemetryPlugin`, only where its probe holds (the
-layout it was written for), and undone when the last plugin closes: the original function
-is put back, the very same object (tests/test_live_hooks.py). A hook calls only the
+layout it was written for), kept while any plugin object lives (a `Runner.close()` never
+undoes it), and undone when the last plugin is collected or at the instrumentor's
+`uninstrument()`: the original function is put back, the very same object
+(tests/test_live_hooks.py). A hook calls only the
 `TaskTelemetryPlugin`s registered in the invocation's own plugin manager, never another
 plugin, never changes what ADK runs or returns, and swallows what a listener raises."""
 

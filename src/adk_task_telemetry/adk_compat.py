@@ -17,6 +17,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -332,12 +333,16 @@ def streaming_task_for(ctx: Any, tool_name: str, call_id: str) -> asyncio.Task[A
 # invocation's own plugin manager (never another plugin), never changes what ADK
 # runs or returns, swallows what a listener raises, and stands aside when no listener
 # is in the invocation. Installed once per process with the first listener, undone
-# (the original put back, the very same object) when the last one closes.
+# (the original put back, the very same object) when the last one is gone (collected,
+# or removed at an uninstrument); a Runner's start or close neither installs nor undoes.
 
 _NEEDS_HOOKS = LIVE_RUN_END_HOOK or LIVE_TOOL_HOOK
 _listeners: weakref.WeakSet[Any] = weakref.WeakSet()
 #: (owner, name) -> (original, wrapper) of each hook in place.
 _installed: dict[tuple[Any, str], tuple[Any, Any]] = {}
+#: Installs and undos of every process-wide hook: a listener's death (a weakref
+#: callback) may undo them from whichever thread dropped it.
+_hook_lock = threading.RLock()
 
 
 def add_live_teardown_listener(listener: Any) -> None:
@@ -348,6 +353,10 @@ def add_live_teardown_listener(listener: Any) -> None:
     - live tool calls, as its own ``before_tool_callback``, ``after_tool_callback`` and
       ``on_tool_error_callback``, where 1.27+ calls them (LIVE_TOOL_HOOK).
 
+    The listener is held weakly and heard for as long as it lives (a Runner's close
+    does not end it: an App's plugin serves the Runners made after it); the hooks are
+    undone when the last listener is gone (collected, or ``remove_live_listener``).
+
     Every plugin calls this from its constructor, so it is also where the once-per-
     process note about an ADK newer than the newest tested is logged.
     """
@@ -355,33 +364,42 @@ def add_live_teardown_listener(listener: Any) -> None:
     hooks = _hooks()
     if not hooks:
         return
-    _listeners.add(listener)
-    for owner, name, make in hooks:
-        if (owner, name) not in _installed:
-            original = vars(owner)[name]
-            wrapper = make(original)
-            setattr(owner, name, wrapper)
-            _installed[(owner, name)] = (original, wrapper)
+    with _hook_lock:
+        if listener not in _listeners:
+            _listeners.add(listener)
+            weakref.finalize(listener, _live_listener_gone).atexit = False
+        for owner, name, make in hooks:
+            if (owner, name) not in _installed:
+                original = vars(owner)[name]
+                wrapper = make(original)
+                setattr(owner, name, wrapper)
+                _installed[(owner, name)] = (original, wrapper)
 
 
 def keep_listening(listener: Any) -> None:
-    """``listener`` starts a run: if it was closed, it listens again (ADK's close is not
-    final: an App's plugins outlive a Runner that closed them)."""
+    """``listener`` starts a run: if it was removed (an explicit uninstrument), it
+    listens again (an App's plugins outlive what removed them)."""
     if _NEEDS_HOOKS and listener not in _listeners:
         add_live_teardown_listener(listener)
 
 
 def remove_live_listener(listener: Any) -> None:
-    """``listener`` closed: once no listener is left, every hook is undone."""
+    """``listener`` stops listening: once no listener is left, every hook is undone."""
     _listeners.discard(listener)
-    if len(_listeners):
-        return
-    for (owner, name), (original, wrapper) in list(_installed.items()):
-        if vars(owner).get(name) is wrapper:
-            setattr(owner, name, original)
-            del _installed[(owner, name)]
-        else:  # someone wrapped ours since: left in place, standing aside
-            logger.debug("adk_task_telemetry: %s.%s was wrapped again; hook kept", owner, name)
+    _live_listener_gone()
+
+
+def _live_listener_gone() -> None:
+    with _hook_lock:
+        if any(True for _ in _listeners):  # iteration skips the dead
+            return
+        for (owner, name), (original, wrapper) in list(_installed.items()):
+            if vars(owner).get(name) is wrapper:
+                setattr(owner, name, original)
+                del _installed[(owner, name)]
+            else:  # someone wrapped ours since: left in place, standing aside
+                logger.debug("adk_task_telemetry: %s.%s was wrapped again; hook kept",
+                             owner, name)
 
 
 def live_hooks() -> list[str]:
@@ -720,22 +738,37 @@ def add_thread_work_listener(listener: Any) -> None:
     tool thread pool: on the event loop's thread, in the submitting task's context
     (a tool call's task), right after the callable was queued.
 
-    The hooks are installed with the first listener and restored (by identity) when
-    the last one is removed. Where ADK has no pool, nothing is installed.
+    The listener is held weakly, for as long as it lives. The hooks are installed with
+    the first listener and restored (by identity) when the last one is gone (collected,
+    or ``remove_thread_work_listener``). Where ADK has no pool, nothing is installed.
     """
     global _pool_listeners
     if not HAS_TOOL_THREAD_POOL:
         return
-    live = tuple(r for r in _pool_listeners if r() is not None)
-    _pool_listeners = live if any(r() is listener for r in live) else (*live, weakref.ref(listener))
-    _install_pool_hook()
+    with _hook_lock:
+        live = tuple(r for r in _pool_listeners if r() is not None)
+        if not any(r() is listener for r in live):
+            live = (*live, weakref.ref(listener, _pool_listener_gone))
+        _pool_listeners = live
+        _install_pool_hook()
 
 
 def remove_thread_work_listener(listener: Any) -> None:
     global _pool_listeners
-    _pool_listeners = tuple(r for r in _pool_listeners if r() is not None and r() is not listener)
-    if not _pool_listeners:
-        _restore_pool_hook()
+    with _hook_lock:
+        _pool_listeners = tuple(r for r in _pool_listeners
+                                if r() is not None and r() is not listener)
+        if not _pool_listeners:
+            _restore_pool_hook()
+
+
+def _pool_listener_gone(ref: weakref.ref[Any]) -> None:
+    """A listener was collected (a weakref callback, on whichever thread dropped it)."""
+    global _pool_listeners
+    with _hook_lock:
+        _pool_listeners = tuple(r for r in _pool_listeners if r is not ref and r() is not None)
+        if not _pool_listeners:
+            _restore_pool_hook()
 
 
 def _install_pool_hook() -> None:
@@ -746,14 +779,15 @@ def _install_pool_hook() -> None:
 
     def _get_tool_thread_pool(*args: Any, **kwargs: Any) -> Any:
         pool = original(*args, **kwargs)
-        if "submit" not in getattr(pool, "__dict__", ()):  # not watched yet
+        # Not watched yet, by a hook in place (a module that took this one by name
+        # after it was installed may keep it after the restore: it stands aside).
+        if "submit" not in getattr(pool, "__dict__", ()) and _getter_hook is hook:
             _watch_pool(pool)
         return pool
 
+    hook = _get_tool_thread_pool
     _get_tool_thread_pool.__wrapped__ = original  # type: ignore[attr-defined]
     _getter_hook = _get_tool_thread_pool
-    # Every ADK module that holds the getter by name (it is imported from module to
-    # module); a module imported later takes the hook from the one it imports from.
     _swap_getter(original, _get_tool_thread_pool)
 
 
@@ -770,11 +804,24 @@ def _restore_pool_hook() -> None:
     _pools.clear()
 
 
+#: The ADK modules that hold the pool getter by name (it is imported from module to
+#: module: 2.11 on, three), found once per process by the first install; each install
+#: and restore after it touches only them, however many modules the process loads.
+_getter_holders: list[Any] | None = None
+
+
 def _swap_getter(old: Any, new: Any) -> None:
-    for name, module in list(sys.modules.items()):
-        # The module's own namespace: a lazy module __getattr__ is never asked.
-        if (name == "google.adk" or name.startswith("google.adk.")) and getattr(
-                module, "__dict__", {}).get(_GETTER_NAME) is old:
+    global _getter_holders
+    if _getter_holders is None:
+        # ADK's modules that import the getter are imported with the one that
+        # defines it (and by adk_compat's own probe, above): all of them are in by now.
+        _getter_holders = [
+            module for name, module in list(sys.modules.items())
+            # The module's own namespace: a lazy module __getattr__ is never asked.
+            if (name == "google.adk" or name.startswith("google.adk."))
+            and getattr(module, "__dict__", {}).get(_GETTER_NAME) is old]
+    for module in _getter_holders:
+        if vars(module).get(_GETTER_NAME) is old:
             setattr(module, _GETTER_NAME, new)
 
 

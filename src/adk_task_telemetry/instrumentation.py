@@ -57,8 +57,9 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     providers default to the global ones (what ``opentelemetry-instrument``'s
     configurator installed from OTEL_* variables); any other keyword that
     ``TaskTelemetryPlugin`` accepts (``cancel_orphans``, ``capture_arguments``, ...)
-    is passed on to it. ``uninstrument()`` restores ``Runner.__init__``; runners
-    created meanwhile keep their plugin.
+    is passed on to it. ``uninstrument()`` restores ``Runner.__init__`` and undoes the
+    plugin's hooks on ADK (where no other plugin needs them); runners created meanwhile
+    keep their plugin, which hooks ADK again if one of them runs.
     """
 
     _plugin: TaskTelemetryPlugin | None = None
@@ -91,6 +92,8 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         if self._hook is not None:
             self._hook.uninstall()
             self._hook = None
+        if self._plugin is not None:  # ADK's process-wide hooks, where no other plugin
+            self._plugin._unhook()    # needs them
 
     def _shared_plugin(self) -> TaskTelemetryPlugin:
         """Created when a runner first needs it, not in instrument(): an app that lists

@@ -105,9 +105,13 @@ class TaskTelemetryPlugin(BasePlugin):
         self._max_arg = max_argument_length
         self._tools: dict[_ToolKey, _Tool] = {}
         self._last: tuple[Any, Any, str, bool, _Tool] | None = None
+        # ADK's process-wide hooks (adk_compat) stay while this plugin lives: a
+        # Runner's start and close never install or undo them (a Runner per request
+        # would pay for both on every run). Undone when the last plugin is collected,
+        # or at an explicit uninstrument (``_unhook``).
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
-        self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
+        self._hooked = True
         register_shutdown()
         _exit.plugin_built(self)
 
@@ -135,8 +139,8 @@ class TaskTelemetryPlugin(BasePlugin):
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
         try:
-            compat.keep_listening(self)  # closed before (by a Runner), and used again
-            if not self._hooked:  # likewise for ADK's tool thread pool
+            if not self._hooked:  # unhooked (an uninstrument), and used again
+                compat.keep_listening(self)
                 compat.add_thread_work_listener(self)
                 self._hooked = True
             ctx = invocation_context
@@ -178,12 +182,16 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
-                compat.remove_live_listener(self)  # the last one undoes the ADK hooks
-                compat.remove_thread_work_listener(self)
-                self._hooked = False
                 await _exit.flush_after_close()
         except Exception:
             self._tracker.failed("close")
+
+    def _unhook(self) -> None:
+        """Stops hearing ADK's hooks (the instrumentor's ``uninstrument``): the last
+        plugin to stop undoes them. A run this plugin serves later hooks it again."""
+        self._hooked = False
+        compat.remove_live_listener(self)
+        compat.remove_thread_work_listener(self)
 
     def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
         """A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
