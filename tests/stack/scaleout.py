@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -235,18 +236,20 @@ class Topology:
         return _seconds(ts.get("decision_wait", "30s")) + _seconds(
             ts.get("decision_wait_after_root_received", "0s"))
 
-    def jaeger_trace(self, trace_id: str) -> set[str] | None:
-        """The span ids Jaeger holds for ``trace_id`` (None: no such trace)."""
-        url = f"http://127.0.0.1:{self.jaeger_query}/api/traces/{trace_id}"
-        try:
-            with urllib.request.urlopen(url, timeout=10) as r:
+    def jaeger_traces(self, services: list[str], since_s: float) -> dict[str, set[str]]:
+        """trace id -> the span ids Jaeger holds, for every trace of ``services`` that
+        Jaeger's query API finds since ``since_s`` (unix time)."""
+        out: dict[str, set[str]] = {}
+        start_us, end_us = int((since_s - 60) * 1e6), int((time.time() + 60) * 1e6)
+        for service in services:
+            url = (f"http://127.0.0.1:{self.jaeger_query}/api/traces?service={service}"
+                   f"&start={start_us}&end={end_us}&limit=100000")
+            with urllib.request.urlopen(url, timeout=30) as r:
                 data = json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return None
-            raise
-        spans = {s["spanID"] for t in data.get("data") or [] for s in t.get("spans", [])}
-        return spans or None
+            for t in data.get("data") or []:
+                out.setdefault(t["traceID"].rjust(32, "0"), set()).update(
+                    s["spanID"].rjust(16, "0") for s in t["spans"])
+        return out
 
 
 def _seconds(value: Any) -> float:
