@@ -285,8 +285,11 @@ class Agent:
                  seconds: float, interval: float) -> None:
         self.name = name
         self.stderr_path = workdir / f"{name}.err"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+        # Metrics export only at the end (the gateways' metrics route has no Prometheus
+        # here); traces as configure_telemetry() sets them up by default.
+        env = {**os.environ, "OTEL_METRIC_EXPORT_INTERVAL": "600000",
+               "PYTHONPATH": os.pathsep.join(
+                   [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.stack.scaleout_agent", "--endpoint", endpoint,
              "--name", name, "--runs", str(runs), "--seconds", str(seconds),
