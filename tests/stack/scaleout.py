@@ -370,6 +370,11 @@ class Load:
         for a in self.agents:
             a.kill()
 
+    def dropped(self) -> int:
+        """Spans the agents' own export dropped (configure_telemetry's counts)."""
+        return sum(sum(a.result["export"]["traces"]["dropped"].values())
+                   for a in self.agents if a.result)
+
 
 def by_kind(traces: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"orphan": [], "error": [], "clean": []}

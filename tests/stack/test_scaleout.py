@@ -282,6 +282,10 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
             for name, b in lb.items()},
         "gateway_refused_spans": int(_sum(topo, "gateways", "otelcol_receiver_refused_spans")
                                      - refused_from),
+        "agents_export_dropped": load.dropped(),
+        "debug_missing_after_restart_s": sorted(
+            round((traces[t]["start_ns"] - restart_ns) / 1e9, 1) for t in lost
+            if window(traces[t]) == "after_restart"),
     }
     _report(capsys, "sampler restart", figures)
 
