@@ -265,7 +265,10 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
     kinds = by_kind(traces)
     lost = [t for t in kinds["orphan"] + kinds["error"] if view[t] != "whole"]
     clean = _kept(view, kinds["clean"])
-    figures = {
+    lb_spans = {name.removeprefix("otelcol_exporter_").removesuffix("_spans"):
+                int(_sum(topo, "gateways", name, exporter="loadbalancing") - b)
+                for name, b in lb.items()}
+    figures: dict[str, Any] = {
         "traces": len(traces),
         "runs_while_sampler_down": during,
         "outage_s": round(restarted_at - stopped_at, 1),
@@ -278,10 +281,7 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
         "evidence_traces_lost_or_partial": len(lost),
         "by_window": table,
         "clean_kept": f"{clean['whole'] + clean['partial']}/{len(kinds['clean'])}",
-        "gateway_loadbalancing_spans": {
-            name.removeprefix("otelcol_exporter_").removesuffix("_spans"):
-            int(_sum(topo, "gateways", name, exporter="loadbalancing") - b)
-            for name, b in lb.items()},
+        "gateway_loadbalancing_spans": lb_spans,
         "gateway_refused_spans": int(_sum(topo, "gateways", "otelcol_receiver_refused_spans")
                                      - refused_from),
         "agents_export_dropped": load.dropped(),
@@ -293,8 +293,7 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
     # The gateways refused nothing: the loadbalancing exporter queued the stopped
     # sampler's share and its retry delivered it to the restarted one.
     assert figures["gateway_refused_spans"] == 0, figures
-    assert not any(figures["gateway_loadbalancing_spans"][k]
-                   for k in ("send_failed", "enqueue_failed")), figures
+    assert not lb_spans["send_failed"] and not lb_spans["enqueue_failed"], figures
     assert victim.metrics().total(NEW_TRACES) > 0, figures  # it takes traffic again
     assert table.get("after_restart"), figures
     # What is lost is a part of the evidence, not all of it: the other sampler's
