@@ -231,10 +231,12 @@ class Topology:
         for node in reversed(self.nodes()):
             node.program.stop()
 
-    def decision_wait_s(self) -> float:
+    def decision_s(self) -> float:
+        """How long a sampler waits before it decides a trace whose root span arrived:
+        ``decision_wait_after_root_received`` where set, else ``decision_wait``."""
         ts = self.sampler_config["processors"]["tail_sampling"]
-        return _seconds(ts.get("decision_wait", "30s")) + _seconds(
-            ts.get("decision_wait_after_root_received", "0s"))
+        after_root = _seconds(ts.get("decision_wait_after_root_received", "0s"))
+        return after_root or _seconds(ts.get("decision_wait", "30s"))
 
     def jaeger_traces(self, services: list[str], since_s: float) -> dict[str, set[str]]:
         """trace id -> the span ids Jaeger holds, for every trace of ``services`` that

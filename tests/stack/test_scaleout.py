@@ -89,7 +89,8 @@ def _kept(view: dict[str, str], ids: list[str]) -> dict[str, int]:
 
 
 def _settle(topo: Topology, traces: dict[str, dict[str, Any]], since_s: float, *,
-            accepted_from: float, sent_from: float, kept_from: float) -> dict[str, str]:
+            accepted_from: float, sent_from: float, kept_from: float,
+            all_decided: bool = True) -> dict[str, str]:
     """Waits for positive signals, then says what Jaeger holds: the gateways sent on
     every span they accepted, the samplers accepted every span the gateways sent
     (the loadbalancing exporter's queue and retry deliver late), the samplers hold no
@@ -105,8 +106,11 @@ def _settle(topo: Topology, traces: dict[str, dict[str, Any]], since_s: float, *
     # Not asserted: spans a stopped sampler accepted after its last scrape are
     # counted nowhere; the figures say what was lost.
     wait_until(delivered, 120, 1.0)
-    budget = topo.decision_wait_s() + 90
-    assert wait_until(lambda: _sum(topo, "samplers", ON_MEMORY) == 0, budget, 1.0), (
+    budget = topo.decision_s() + 90
+    none_held = wait_until(lambda: _sum(topo, "samplers", ON_MEMORY) == 0, budget, 1.0)
+    # After a restart, a trace whose first spans died with the sampler may wait for
+    # its root in vain (decision_wait): that is a figure, not a failure.
+    assert none_held or not all_decided, (
         f"samplers still hold {_sum(topo, 'samplers', ON_MEMORY)} traces after {budget}s")
     kept = _sum(topo, "samplers", DECIDED, sampled="true") - kept_from
     view: dict[str, str] = {}
@@ -240,7 +244,8 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
                    accepted_from=counters["accepted_from"]
                    - at_stop.total("otelcol_receiver_accepted_spans"),
                    sent_from=counters["sent_from"],
-                   kept_from=counters["kept_from"] - at_stop.total(DECIDED, sampled="true"))
+                   kept_from=counters["kept_from"] - at_stop.total(DECIDED, sampled="true"),
+                   all_decided=False)
     decided = int(_sum(topo, "samplers", DECIDED) - decided_from + at_stop.total(DECIDED))
 
     stop_ns, restart_ns = stopped_at * 1e9, restarted_at * 1e9
@@ -274,6 +279,7 @@ def test_a_sampler_restarted_mid_load_loses_only_what_it_held(
         "outage_s": round(restarted_at - stopped_at, 1),
         "sampler_held_undecided_at_stop": held,
         "traces_never_decided": len(traces) - decided,
+        "traces_waiting_for_a_root": int(_sum(topo, "samplers", ON_MEMORY)),
         "orphan_kept": f"{sum(1 for t in kinds['orphan'] if view[t] == 'whole')}"
                        f"/{len(kinds['orphan'])}",
         "error_kept": f"{sum(1 for t in kinds['error'] if view[t] == 'whole')}"
