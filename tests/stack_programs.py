@@ -77,8 +77,11 @@ class Program:
 
     def __init__(self, name: str, args: Sequence[str], workdir: Path,
                  ready_url: str | None = None, env: Mapping[str, str] | None = None,
-                 label: str | None = None) -> None:
+                 label: str | None = None, wrapper: Sequence[str] = ()) -> None:
         self.name = name
+        #: A command the program is started under (e.g. ``unshare --mount ...`` for
+        #: a hosts file of its own); it must exec the program, so that the pid is its.
+        self.wrapper = list(wrapper)
         self.args = list(args)
         self.workdir = workdir
         self.ready_url = ready_url
@@ -91,7 +94,7 @@ class Program:
         binary = program(self.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([binary, *self.args], stdout=log,
+        self.proc = subprocess.Popen([*self.wrapper, binary, *self.args], stdout=log,
                                      stderr=subprocess.STDOUT, cwd=self.workdir,
                                      env={**os.environ, **self.env})
         if self.ready_url is not None:
