@@ -77,13 +77,15 @@ class Program:
 
     def __init__(self, name: str, args: Sequence[str], workdir: Path,
                  ready_url: str | None = None, env: Mapping[str, str] | None = None,
-                 label: str | None = None) -> None:
+                 label: str | None = None, prefix: Sequence[str] = ()) -> None:
         self.name = name
         self.args = list(args)
         self.workdir = workdir
         self.ready_url = ready_url
         self.env = dict(env or {})
         self.label = label or name
+        # A command the program runs under (``ip netns exec NAME``: a container's network).
+        self.prefix = list(prefix)
         self.log_path = workdir / f"{self.label}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -91,7 +93,7 @@ class Program:
         binary = program(self.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([binary, *self.args], stdout=log,
+        self.proc = subprocess.Popen([*self.prefix, binary, *self.args], stdout=log,
                                      stderr=subprocess.STDOUT, cwd=self.workdir,
                                      env={**os.environ, **self.env})
         if self.ready_url is not None:
