@@ -177,3 +177,11 @@ def test_no_other_module_names_a_variable() -> None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str)
                   and id(n) not in in_fstrings and pattern.fullmatch(n.value)]
     assert found == []
+
+
+def test_prometheus_host_argument_then_variable_then_loopback() -> None:
+    assert _env.prometheus_host(None, {}) == "127.0.0.1"
+    env = {"OTEL_EXPORTER_PROMETHEUS_HOST": "172.17.0.1"}
+    assert _env.prometheus_host(None, env) == "172.17.0.1"
+    assert _env.prometheus_host("0.0.0.0", env) == "0.0.0.0"
+    assert _env.prometheus_host(None, {"OTEL_EXPORTER_PROMETHEUS_HOST": " "}) == "127.0.0.1"
