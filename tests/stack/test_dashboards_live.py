@@ -1,14 +1,16 @@
 """Every dashboard query returns data on both metric paths, as Grafana would send it.
 
-The compose topology of tests/stack/conftest.py (``stack``: the collector, Prometheus 3
-with deploy/prometheus/prometheus.yml and the flags compose gives it, ...) is fed on
-both metric paths by agents running the scenario library through configure_telemetry():
+Prometheus 3 runs as deploy/compose runs it (deploy/prometheus/prometheus.yml, the
+compose service's flags, its OTLP receiver on), on its own: the test needs no other
+program. Two agent processes (tests/stack/metrics_app.py) run the scenario library
+through configure_telemetry():
 
-- the OTLP path: conftest's ``corpus`` agent, default settings but the endpoint, through
-  the collector into Prometheus' OTLP receiver, at the SDK's default export interval
-  (60 s, nothing shortened); the test waits for three pushes to have landed;
-- the scrape path: tests/stack/metrics_app.py with configure_telemetry(prometheus_port=...)
-  serving /metrics where the committed adk-agents job scrapes it, every 15 s.
+- the OTLP path: metrics pushed straight to Prometheus' OTLP receiver (the path without
+  a collector; the collector's batch processor keeps the SDK's timestamps, so the samples
+  Prometheus stores are the same) at the SDK's default export interval (60 s, nothing
+  shortened); the test waits for three pushes to land;
+- the scrape path: configure_telemetry(prometheus_port=...) serving /metrics, scraped
+  by the committed adk-agents job at the committed 15 s interval.
 
 Each of the dashboard's queries (dashboards/generated/*.json) is then evaluated the way
 Grafana evaluates it at that moment, on the dashboard's default range (the last hour):
@@ -39,10 +41,10 @@ from ..deploy_helpers import (
     dashboard_range_s,
     datasource_time_interval,
 )
-from ..stack_programs import wait_until
-from .conftest import Corpus, Stack
-from .metrics_helpers import Api, metrics_app
+from ..stack_programs import free_port, running, wait_until
+from .metrics_helpers import Api, metrics_app, otlp_env, prometheus
 
+OTLP_JOB = "adk-scenarios-otlp"  # service.name: the job over OTLP
 SCRAPE_JOB = "adk-agents"  # the committed scrape job
 PUSHES = 3  # OTLP exports (60 s apart) that must have landed before the queries run
 POOL_METRICS = "adk_tool_thread_pool_"
@@ -52,25 +54,31 @@ POOL_METRICS = "adk_tool_thread_pool_"
 class Paths:
     api: Api
     now: float
-    jobs: dict[str, str]  # path -> job
 
 
 @pytest.fixture(scope="module")
-def paths(stack: Stack, corpus: Corpus) -> Iterator[Paths]:
-    api = Api(stack.prometheus)
-    otlp_job = corpus.service
-    with metrics_app(stack.workdir, "scrape", "adk-scenarios-scrape",
-                     str(stack.agent_metrics_port)):
+def paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Paths]:
+    workdir = tmp_path_factory.mktemp("dashboards-live")
+    scrape_port = free_port()
+    prog, api = prometheus(workdir, {
+        "host.docker.internal:9464": f"127.0.0.1:{scrape_port}",
+        # No collector and no Alertmanager here: their addresses go nowhere.
+        "otel-collector:8888": f"127.0.0.1:{free_port()}",
+        "alertmanager:9093": f"127.0.0.1:{free_port()}",
+    })
+    with running(prog), \
+            metrics_app(workdir, "scrape", "adk-scenarios-scrape", str(scrape_port)), \
+            metrics_app(workdir, "otlp", OTLP_JOB, env=otlp_env(api.url)):
         def samples(job: str) -> float:
             v = api.scalar(f'max(count_over_time(adk_tool_task_started_total'
-                           f'{{job="{job}"}}[1h]))')
+                           f'{{job="{job}"}}[30m]))')
             return v or 0.0
-        # The first push comes one interval after configure_telemetry(): at most
-        # (PUSHES + 1) minutes after the corpus started.
-        assert wait_until(lambda: samples(otlp_job) >= PUSHES, timeout=(PUSHES + 2) * 60,
-                          interval=2), f"{PUSHES} OTLP pushes of {otlp_job} not in Prometheus"
+        # The first push comes one interval after configure_telemetry(): about
+        # (PUSHES + 1) minutes.
+        assert wait_until(lambda: samples(OTLP_JOB) >= PUSHES, timeout=(PUSHES + 2) * 60,
+                          interval=2), f"{PUSHES} OTLP pushes not in:\n{prog.log()}"
         assert wait_until(lambda: samples(SCRAPE_JOB) >= 4, timeout=120, interval=1)
-        yield Paths(api, time.time(), {"otlp": otlp_job, "scrape": SCRAPE_JOB})
+        yield Paths(api, time.time())
 
 
 def _has_data(res: dict[str, Any]) -> bool:
@@ -107,13 +115,11 @@ def evaluate(paths: Paths, job: str, time_interval: str | None) -> dict[str, str
     return empty
 
 
-@pytest.mark.parametrize("path", ["otlp", "scrape"])
+@pytest.mark.parametrize("job", [OTLP_JOB, SCRAPE_JOB], ids=["otlp-push-60s", "scrape-15s"])
 @pytest.mark.parametrize("datasource", ["provisioned", "grafana-default"])
-def test_every_dashboard_query_returns_data(paths: Paths, path: str, datasource: str) -> None:
+def test_every_dashboard_query_returns_data(paths: Paths, job: str, datasource: str) -> None:
     """The provisioned datasource (deploy/grafana) and a user's own Prometheus datasource
-    with Grafana's default interval: the dashboard must show every panel on both, on
-    the OTLP path (pushes every 60 s) and the scrape path (every 15 s)."""
-    job = paths.jobs[path]
+    with Grafana's default interval: the dashboard must show every panel on both."""
     time_interval = datasource_time_interval() if datasource == "provisioned" else None
     empty = evaluate(paths, job, time_interval)
     assert not empty, (f"{len(empty)} dashboard queries return nothing on {job} "
@@ -122,9 +128,8 @@ def test_every_dashboard_query_returns_data(paths: Paths, path: str, datasource:
 
 
 def test_the_otlp_path_pushed_at_the_default_interval(paths: Paths) -> None:
-    """The OTLP samples are 60 s apart (the SDK default): nothing was shortened (the
-    collector's batch processor may hold one for up to its 5 s timeout)."""
-    res = paths.api.query(f'adk_tool_task_started_total{{job="{paths.jobs["otlp"]}"}}[1h]',
+    """The OTLP samples are 60 s apart (the SDK default): nothing was shortened."""
+    res = paths.api.query(f'adk_tool_task_started_total{{job="{OTLP_JOB}"}}[30m]',
                           time=paths.now)
     stamps = sorted(float(t) for t, _ in res["data"]["result"][0]["values"])
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
