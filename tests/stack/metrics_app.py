@@ -57,9 +57,11 @@ LOOP_PAUSE_S = 0.5
 
 
 async def _once(name: str, plugin: TaskTelemetryPlugin, runs: list[ScenarioRun]) -> None:
-    # A pool's runner stays open, as a server's does (its gauges report while it lives).
+    # The runners stay open, as a server's do: closing a runner flushes the plugin's
+    # metrics at once (the plugin's close), which a long-lived agent does not do between
+    # its periodic exports (and a pool's gauges report only while its runner lives).
     with contextlib.suppress(Exception):
-        runs.append(await run_scenario(name, [plugin], close_runner="thread_pool" not in name))
+        runs.append(await run_scenario(name, [plugin], close_runner=False))
 
 
 async def _loop(names: tuple[str, ...], plugin: TaskTelemetryPlugin) -> None:
@@ -100,8 +102,11 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--workload", choices=("corpus", "wrong", "clean"), default="corpus")
     args = parser.parse_args(argv)
     if args.mode == "scrape":
+        # prometheus_host only when asked: its default (and OTEL_EXPORTER_PROMETHEUS_HOST)
+        # is what the stack tests are about.
+        extra = {"prometheus_host": args.host} if args.host else {}
         handle = configure_telemetry(service_name=args.service, prometheus_port=args.port,
-                                     prometheus_host=args.host, otlp=False)
+                                     otlp=False, **extra)
         print(f"serving {handle.prometheus_host}:{handle.prometheus_port}", file=sys.stderr)
     else:
         configure_telemetry(service_name=args.service)
