@@ -46,6 +46,15 @@ POOL_BUSY = "adk_tool_thread_pool_busy"
 POOL_QUEUED = "adk_tool_thread_pool_queued"
 POOL_MAX_WORKERS = "adk_tool_thread_pool_max_workers"
 
+#: The min step ("interval") of every query that rates over $__rate_interval. The SDK
+#: pushes metrics every 60 s (OTEL_METRIC_EXPORT_INTERVAL's default) and Grafana makes
+#: $__rate_interval max($__interval + s, 4 * s), s = the query's min step, else the
+#: datasource's timeInterval (15s when unset). With s = 1m the window is 4m or more:
+#: several pushes, whatever interval the user's own Prometheus datasource declares (at
+#: 15s, a 60s window holds one push and rate() returns nothing). Scrapes every 15 s lose
+#: nothing but resolution. Push slower than this and raise it (docs/deploy.md).
+MIN_STEP = "1m"
+
 COUNT = DURATION + "_count"
 BUCKET = DURATION + "_bucket"
 
@@ -92,6 +101,8 @@ def query(expr: str, legend: str = "", ref: str = "A", *, instant: bool = False,
     q = q.instant() if instant else q.range()
     if exemplar:
         q = q.exemplar(True)
+    if "$__rate_interval" in expr:
+        q = q.interval(MIN_STEP)
     if fmt == "table":
         q = q.format("table")  # type: ignore[arg-type]
     return q

@@ -150,21 +150,167 @@ def prometheus_server(workdir: Path, config: dict[str, Any] | None = None,
         server.stop()
 
 
-# --- dashboard ------------------------------------------------------------------
+# --- dashboard: its queries as Grafana sends them ------------------------------------
 
-# What Grafana puts in place of its variables when the test runs a query.
-GRAFANA_VARS = {
-    "$__rate_interval": "1m", "$__interval": "15s", "$__range": "1h",
-    "${datasource}": "prometheus",
-}
+DATASOURCES = DEPLOY / "grafana" / "provisioning" / "datasources" / "datasources.yml"
+#: What Grafana assumes when a Prometheus datasource sets no ``timeInterval``.
+GRAFANA_DEFAULT_TIME_INTERVAL = "15s"
+#: The browser width the dashboard is assumed to be drawn at (a panel's width in pixels
+#: is Grafana's max data points when the panel sets none). At the dashboard's 1h range,
+#: any width from 206 to 240,000 px gives the same intervals: the datasource's
+#: interval is the floor of $__interval.
+VIEWPORT_PX = 1920
+_SAFE_RESOLUTION = 11000  # Grafana's promlib: at most 11,000 points per series
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
-def substitute(expr: str, values: dict[str, str] | None = None) -> str:
-    """A panel/variable query as Grafana would send it: All (".*") for every variable."""
+def parse_interval(text: str) -> float:
+    """Seconds in a Grafana interval string ("15s", "1m", "1h30m"; a bare number: s)."""
+    text = text.strip().strip("<>")
+    if re.fullmatch(r"\d+", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|[smhdwy])", text)
+    assert parts and "".join(n + u for n, u in parts) == text, f"not an interval: {text!r}"
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def round_interval(ms: float) -> float:
+    """Grafana's roundInterval (rangeutil.ts; gtime.RoundInterval in Go): a nice step."""
+    table = ((10, 1), (15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500),
+             (1500, 1000), (3500, 2000), (7500, 5000), (12500, 10000), (17500, 15000),
+             (25000, 20000), (45000, 30000), (90000, 60000), (210000, 120000),
+             (450000, 300000), (750000, 600000), (1050000, 900000), (1500000, 1200000),
+             (2700000, 1800000), (5400000, 3600000), (9000000, 7200000),
+             (16200000, 10800000), (32400000, 21600000), (86400000, 43200000),
+             (604800000, 86400000), (1814400000, 604800000), (3628800000, 2592000000))
+    for limit, value in table:
+        if ms < limit:
+            return float(value)
+    return 31536000000.0
+
+
+def format_interval(seconds: float) -> str:
+    """gtime.FormatInterval: the largest whole unit ("1m", "15s", "500ms")."""
+    for unit in ("y", "d", "h", "m", "s"):
+        if seconds >= _UNITS[unit]:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{max(1, int(seconds * 1000))}ms"
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() of whole seconds ("4m0s", "1m15s", "45s"): how
+    Grafana writes $__rate_interval into the query."""
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h}h{m}m{sec}s"
+    if m:
+        return f"{m}m{sec}s"
+    return f"{sec}s"
+
+
+def datasource_time_interval(path: Path = DATASOURCES, uid: str = "prometheus") -> str | None:
+    """The provisioned Prometheus datasource's ``timeInterval`` (None: not set)."""
+    for ds in load_yaml(path)["datasources"]:
+        if ds.get("uid") == uid:
+            value = (ds.get("jsonData") or {}).get("timeInterval")
+            return str(value) if value else None
+    raise AssertionError(f"no datasource {uid} in {path}")
+
+
+def dashboard_range_s(dashboard: dict[str, Any]) -> float:
+    """The dashboard's default time range ("now-1h" to "now") in seconds."""
+    m = re.fullmatch(r"now-(\w+)", dashboard["time"]["from"])
+    assert m and dashboard["time"]["to"] == "now", dashboard["time"]
+    return parse_interval(m.group(1))
+
+
+class GrafanaQuery:
+    """One panel query as Grafana 11/12 sends it to Prometheus.
+
+    The frontend (rangeutil.calculateInterval) takes ``intervalMs`` = the range divided
+    by the panel's max data points (its width in pixels unless it sets maxDataPoints),
+    rounded, and never below the panel's min interval or else the datasource's
+    ``timeInterval`` (15s unset). The backend (promlib models/query.go) takes the step
+    from the query's own min step (``interval``) or that intervalMs, and
+    ``$__rate_interval`` = max(intervalMs + s, 4 * s) where s is the query's min step,
+    else the datasource's timeInterval; ``$__range`` is the range in whole seconds.
+    Range queries are aligned down to the step (UTC); an instant query is evaluated at
+    the range's end as it is (promlib's client, grafana/grafana#69516).
+    """
+
+    def __init__(self, panel: dict[str, Any], target: dict[str, Any], *, now: float,
+                 range_s: float, time_interval: str | None,
+                 viewport_px: int = VIEWPORT_PX) -> None:
+        self.title = f"{panel['title']} {target.get('refId', '')}".strip()
+        self.instant = bool(target.get("instant"))
+        ds_interval = time_interval or GRAFANA_DEFAULT_TIME_INTERVAL
+        range_ms = range_s * 1000
+        width = max(1, round(panel.get("gridPos", {}).get("w", 24) / 24 * viewport_px))
+        max_points = int(panel.get("maxDataPoints") or width)
+        low_limit = parse_interval(str(panel.get("interval") or ds_interval)) * 1000
+        interval_ms = max(round_interval(range_ms / max_points), low_limit)
+        min_step = str(target.get("interval") or "")
+        if min_step in ("", "0s") or min_step.startswith("$"):
+            min_interval_ms = interval_ms
+        else:
+            min_interval_ms = parse_interval(min_step) * 1000
+        calculated = range_ms / max_points
+        step_ms = min_interval_ms if calculated < min_interval_ms else round_interval(calculated)
+        step_ms = max(step_ms, round_interval(range_ms / _SAFE_RESOLUTION))
+        step_ms *= int(target.get("intervalFactor") or 1)
+        scrape_s = parse_interval(min_step if min_step not in ("", "0s") and
+                                  not min_step.startswith("$") else ds_interval)
+        self.interval_s = interval_ms / 1000
+        self.step_s = step_ms / 1000
+        self.rate_interval_s = max(interval_ms / 1000 + scrape_s, 4 * scrape_s)
+        self.range_s = range_s
+        self.now = now
+        self.end = now // self.step_s * self.step_s
+        self.start = (now - range_s) // self.step_s * self.step_s
+        self.vars = {
+            "$__rate_interval": go_duration(self.rate_interval_s),
+            "$__interval": format_interval(self.step_s),
+            "$__range": f"{round(range_s)}s",
+        }
+        self.raw_expr: str = target["expr"]
+
+    def expr(self, variables: dict[str, str] | None = None) -> str:
+        """The PromQL sent, the dashboard's variables given as regexes (default All)."""
+        return substitute(self.raw_expr, self.vars, variables)
+
+    def params(self) -> dict[str, Any]:
+        """Arguments of /api/v1/query (instant) or /api/v1/query_range."""
+        if self.instant:
+            return {"time": self.now}
+        return {"start": self.start, "end": self.end, "step": self.step_s}
+
+
+def grafana_vars(time_interval: str | None = None, panel_w: int = 12,
+                 range_s: float = 3600.0) -> dict[str, str]:
+    """$__rate_interval, $__interval, $__range of a query without a min step on a
+    ``panel_w``-column panel over ``range_s``, by Grafana's rules, for the provisioned
+    datasource's interval (or ``time_interval``)."""
+    q = GrafanaQuery({"title": "", "gridPos": {"w": panel_w}}, {"expr": ""}, now=0.0,
+                     range_s=range_s, time_interval=time_interval or datasource_time_interval())
+    return q.vars
+
+
+# What Grafana puts in place of its variables, by its own rules (GrafanaQuery), for the
+# provisioned datasource at the dashboard's 1h range.
+GRAFANA_VARS = {**grafana_vars(), "${datasource}": "prometheus"}
+
+
+def substitute(expr: str, values: dict[str, str] | None = None,
+               variables: dict[str, str] | None = None) -> str:
+    """A panel/variable query as Grafana would send it: the dashboard's variables as
+    ``variables`` gives them (regexes), All (".*") for the others."""
     out = expr
     for k, v in {**GRAFANA_VARS, **(values or {})}.items():
         out = out.replace(k, v)
-    return re.sub(r"\$\{?(job|app|agent|tool)\}?", ".*", out)
+    chosen = variables or {}
+    return re.sub(r"\$\{?(job|app|agent|tool)\}?", lambda m: chosen.get(m.group(1), ".*"), out)
 
 
 def dashboard_panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:

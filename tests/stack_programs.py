@@ -79,8 +79,9 @@ class Program:
                  ready_url: str | None = None, env: Mapping[str, str] | None = None,
                  label: str | None = None, wrapper: Sequence[str] = ()) -> None:
         self.name = name
-        #: A command the program is started under (e.g. ``unshare --mount ...`` for
-        #: a hosts file of its own); it must exec the program, so that the pid is its.
+        #: A command the program is started under (``unshare --mount ...`` for a hosts
+        #: file of its own, ``ip netns exec NAME`` for a container's network); it must
+        #: exec the program, so that the pid is its.
         self.wrapper = list(wrapper)
         self.args = list(args)
         self.workdir = workdir

@@ -212,3 +212,11 @@ def test_a_plugin_argument_beats_its_variable(monkeypatch: pytest.MonkeyPatch) -
     finally:
         for p in (from_env, given):
             asyncio.run(p.close())
+
+
+def test_prometheus_host_argument_then_variable_then_loopback() -> None:
+    assert _env.prometheus_host(None, {}) == "127.0.0.1"
+    env = {"OTEL_EXPORTER_PROMETHEUS_HOST": "172.17.0.1"}
+    assert _env.prometheus_host(None, env) == "172.17.0.1"
+    assert _env.prometheus_host("0.0.0.0", env) == "0.0.0.0"
+    assert _env.prometheus_host(None, {"OTEL_EXPORTER_PROMETHEUS_HOST": " "}) == "127.0.0.1"

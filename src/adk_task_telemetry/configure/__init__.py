@@ -48,7 +48,7 @@ def configure_telemetry(
     otlp: bool | None = None,
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    prometheus_host: str = "127.0.0.1",
+    prometheus_host: str | None = None,
     service_version: str | None = None,
     resource_attributes: Mapping[str, str] | None = None,
     metric_export_interval_millis: float | None = None,
@@ -84,7 +84,8 @@ def configure_telemetry(
             use_otlp=otlp if otlp is not None else (
                 endpoint is not None or settings.otlp_endpoint_configured()
                 or (prometheus_port is None and not console)),
-            console=console, prometheus_port=prometheus_port, prometheus_host=prometheus_host,
+            console=console, prometheus_port=prometheus_port,
+            prometheus_host=settings.prometheus_host(prometheus_host),
             interval_ms=settings.metric_export_interval_millis(metric_export_interval_millis),
             exemplar_filter=settings.exemplar_filter_name(exemplar_filter),
             otlp_explicit=otlp is not None)

@@ -26,6 +26,7 @@ HTTP: Final = "http/protobuf"
 DEFAULT_PROTOCOL: Final = HTTP  # the specification's default
 DEFAULT_TIMEOUT_S: Final = 5.0  # shorter than the spec's 10 s: bounds what exit can cost
 DEFAULT_METRIC_INTERVAL_MS: Final = 60_000.0  # the specification's
+DEFAULT_PROMETHEUS_HOST: Final = "127.0.0.1"
 _DEFAULT_ENDPOINT: Final = {GRPC: "http://localhost:4317", HTTP: "http://localhost:4318"}
 _EXEMPLAR_FILTERS: Final = ("trace_based", "always_on", "always_off")
 
@@ -201,6 +202,15 @@ def metric_export_interval_millis(arg: float | None,
     value = _millis(raw, v.OTEL_METRIC_EXPORT_INTERVAL, DEFAULT_METRIC_INTERVAL_MS) if raw \
         else DEFAULT_METRIC_INTERVAL_MS
     return value if value > 0 else DEFAULT_METRIC_INTERVAL_MS
+
+
+def prometheus_host(arg: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """Argument, else OTEL_EXPORTER_PROMETHEUS_HOST, else 127.0.0.1: /metrics stays on
+    loopback unless the user names an address (a container's bridge, 0.0.0.0)."""
+    if arg is not None:
+        return arg
+    env = os.environ if environ is None else environ
+    return _get(env, v.OTEL_EXPORTER_PROMETHEUS_HOST) or DEFAULT_PROMETHEUS_HOST
 
 
 def exemplar_filter_name(arg: str | None, environ: Mapping[str, str] | None = None) -> str:

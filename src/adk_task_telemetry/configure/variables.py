@@ -69,6 +69,8 @@ OTEL_LOGS_EXPORTER: Final = "OTEL_LOGS_EXPORTER"
 
 OTEL_METRIC_EXPORT_INTERVAL: Final = "OTEL_METRIC_EXPORT_INTERVAL"
 """Milliseconds between metric pushes (default 60,000)."""
+OTEL_EXPORTER_PROMETHEUS_HOST: Final = "OTEL_EXPORTER_PROMETHEUS_HOST"
+"""The address ``/metrics`` binds to when ``prometheus_port`` is given (default 127.0.0.1)."""
 OTEL_METRICS_EXEMPLAR_FILTER: Final = "OTEL_METRICS_EXEMPLAR_FILTER"
 """``trace_based`` (default), ``always_on``, ``always_off``."""
 OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: Final = (
