@@ -345,7 +345,7 @@ $(STACK_BIN)/alertmanager: $(AM_WORK)/go.mod tools/stack/versions.py
 # newest ADK.
 stack-test: stack-bin $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	ADK_STACK_REQUIRED=1 ADK_STACK_BIN=$(abspath $(STACK_BIN)) \
-	  $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m pytest -q -p no:cacheprovider tests/stack $(PYTEST_ARGS)
+	  $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m pytest -q -s -p no:cacheprovider tests/stack $(PYTEST_ARGS)
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
