@@ -40,7 +40,8 @@ def sourceless(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sourceless")
     adk_dir = Path(google.adk.__file__).resolve().parent
     target = root / "google" / "adk"
-    shutil.copytree(adk_dir, target, ignore=shutil.ignore_patterns("__pycache__"))
+    # (Some wheels carry macOS resource forks, ``._name.py``: not Python, not imported.)
+    shutil.copytree(adk_dir, target, ignore=shutil.ignore_patterns("__pycache__", "._*"))
     assert compileall.compile_dir(str(target), quiet=1, legacy=True)
     for source in target.rglob("*.py"):
         source.unlink()

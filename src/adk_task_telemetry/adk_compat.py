@@ -585,6 +585,15 @@ def kinds_ended_by(trigger: str, driver_is_run: bool) -> frozenset[str] | None:
     return None
 
 
+def cancellation_unwinds_step(error: BaseException | None) -> bool:
+    """ADK's run span ended with ``error`` passing through it: a cancellation (a
+    caller's timeout, a cancelled consumer) unwinds the task driving the run. ADK 1.x's
+    step ``gather`` returns at its first cancelled child, so the span may end while the
+    step's other tool tasks still unwind their own cancellation (an AgentTool's nested
+    run takes a few loop turns): the run is over when that driving task is done."""
+    return isinstance(error, asyncio.CancelledError)
+
+
 def is_tool_error(error: BaseException) -> bool:
     """Whether ``on_tool_error_callback`` reports a real error. From 2.13 on ADK also
     reports a cancellation there; the task's own end tells that better."""
