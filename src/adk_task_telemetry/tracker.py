@@ -296,11 +296,14 @@ class Tracker:
             if run.ended:
                 return
             run.cut_by_caller = not isinstance(error, Exception)
-            driver = run.driver
-            if (compat.cancellation_unwinds_step(error) and driver is not None
-                    and _current_task() is driver and any(
-                        r.task is not None and not r.task.done() for r in run.tasks.values())):
-                run.span_end_due = driver.get_loop().call_later(
+            here = _current_task()
+            if (compat.cancellation_unwinds_step(error) and here is not None and any(
+                    r.task is not None and not r.task.done() for r in run.tasks.values())):
+                # The span ends in the run's generator: this task drives the run now
+                # (a wait_for around each event reads it in a task not seen yet).
+                if here is not run.driver:
+                    self._drive(run, here, run.driver_is_run)
+                run.span_end_due = here.get_loop().call_later(
                     UNWIND_GRACE_S, self._span_end_due, run)
                 self._watch(run)  # its done-callback ends the run
                 return
