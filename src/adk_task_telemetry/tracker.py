@@ -100,6 +100,8 @@ class Tracker:
         # Invocation id -> its newest run; older runs of the same id still going hang
         # off it (``RunRecord.older``). Read only when the context variable cannot say.
         self._runs: dict[str, RunRecord] = {}
+        #: Runs started inside a tool task of ours and not ended (AgentTool runs): few.
+        self._nested: set[RunRecord] = set()
         self._orphans: set[TaskRecord] = set()  # ORPHANED records: their tasks still run
         self._open = 0  # OPEN records (what max_open_tasks bounds)
         self._overflowed = 0
@@ -191,6 +193,8 @@ class Tracker:
         # user's session keeps. Not ledgered.
         run.parent_task = self.current()
         run.nested = run.parent_task is not None
+        if run.nested:
+            self._nested.add(run)
         run.older = self._runs.get(invocation_id)
         self._runs[invocation_id] = run
         if owner is not None:
@@ -387,6 +391,7 @@ class Tracker:
         run.span = None
         run.owner_ref = None
         run.parent_task = None
+        self._nested.discard(run)
 
     def _forget(self, run: RunRecord) -> None:
         """Takes an ending run out of every index and watch."""
@@ -782,9 +787,8 @@ class Tracker:
         """Runs started inside ``record``'s task (an AgentTool's nested run) that still go
         on when it is orphaned end with it (same trigger): they belong to the run that
         left it behind, and their tasks still running are its orphans too."""
-        for run in list(self.all_runs()):
-            if run.parent_task is record and not run.ended:
-                self._end_run(run, trigger)
+        for run in [r for r in self._nested if r.parent_task is record and not r.ended]:
+            self._end_run(run, trigger)
 
     def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         """Strict mode: ``task`` was created inside ``record``'s tool task."""
