@@ -175,9 +175,8 @@ class RunRecord:
     __slots__ = (
         "app_name", "calls", "conversation_id", "cut_by_caller", "driver_is_run", "driver_ref",
         "holder", "invocation_id", "nested", "older", "owner_ref", "parent_task",
-        "sibling_failed", "span",
-        "span_end_due", "span_watched", "spawned", "start_ns", "tasks", "trace_id", "tracker",
-        "unhappy", "watched_ref",
+        "sibling_failed", "span", "span_end_due", "span_watched", "spawned", "start_ns", "tasks",
+        "trace_id", "tracker", "unhappy", "watched_ref",
     )
 
     def __init__(self, tracker: Tracker, invocation_id: str, app_name: str,
