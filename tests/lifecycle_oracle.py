@@ -27,6 +27,16 @@ every report names a call of that invocation; a report whose call has a stored
 response now is accepted only if that response was stored after the report
 (a live non-blocking tool may answer after its run ended).
 
+Causes and reasons name what happened (issue 23), whatever the timing:
+  * a body that raised CancelledError by itself has a ``cancelled`` event without a
+    cause, and its call's unanswered reason (when unanswered) is ``error``, as is that
+    of a call whose only body raised inside the run and nothing answered;
+  * a caller that never cut its run (``consume``) is never named: no
+    ``caller_cancelled`` cause or reason;
+  * a caller that closed the stream (``break``, ``break_aclosing``) of a run where no
+    call raised or cancelled itself: every unanswered reason is ``caller_cancelled``
+    (or ``orphaned``, for a call whose task outlived the run).
+
 Ambiguous, so either answer is accepted: a task that ended while the run was
 ending (after the caller acted, before ADK's teardown was over) and whose orphan
 report, if any, is dated before the end of the task: the sweep saw it running.
@@ -52,6 +62,21 @@ def _orphan_events(span: Any) -> list[Any]:
     return [e for e in span.events if e.name == sc.EVENT_ORPHANED_TASK]
 
 
+def _causes(span: Any) -> list[Any]:
+    return [(e.attributes or {}).get(sc.ADK_TOOL_TASK_CANCEL_CAUSE)
+            for e in span.events if e.name == sc.EVENT_CANCELLED]
+
+
+def _shown(call_id: str) -> str:
+    """A call id for a problem's line (ids of thousands of characters are drawn)."""
+    return call_id if len(call_id) <= 40 else f"{call_id[:24]}...[{len(call_id)}]"
+
+
+#: Callers that never cut their run, and those that close its stream.
+_NEVER_CUTS = frozenset({"consume"})
+_CLOSES = frozenset({"break", "break_aclosing"})
+
+
 def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
     """Every tool task's span against the tool's own record of it."""
     problems: list[str] = []
@@ -67,12 +92,20 @@ def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
     for key in sorted(set(spans) | set(bodies)):
         got = sorted(spans.get(key, []), key=lambda s: s.start_time or 0)
         want = sorted(bodies.get(key, []), key=lambda t: t.started_ns)
-        where = f"{key[0]} ({key[1]})"
+        where = f"{_shown(key[0])} ({key[1]})"
         if len(got) != len(want):
             problems.append(f"{where}: {len(got)} spans for {len(want)} tool tasks")
             continue
         for span, task in zip(got, want, strict=True):
             said = (span.attributes or {}).get(sc.ADK_TOOL_TASK_OUTCOME)
+            causes = _causes(span)
+            if task.self_cancelled and causes != [None]:
+                problems.append(f"{where}: cancelled itself, but its cancelled events say "
+                                f"{causes}")
+            if (outcome.spec.caller in _NEVER_CUTS
+                    and sc.CancelCause.CALLER_CANCELLED in causes):
+                problems.append(f"{where}: cause caller_cancelled, but the caller never "
+                                "cut the run")
             reports = _orphan_events(span)
             if len(reports) > 1:
                 problems.append(f"{where}: {len(reports)} orphaned_task events")
@@ -168,29 +201,62 @@ def stored_unanswered(events: list[Any]) -> Counter[CallKey]:
     return calls - responses
 
 
-def check_ledger(stored: list[Any], telemetry: Telemetry) -> list[str]:
+def check_ledger(stored: list[Any], telemetry: Telemetry,
+                 outcome: Outcome | None = None) -> list[str]:
     problems: list[str] = []
     reports: dict[CallKey, list[float]] = defaultdict(list)
+    reasons: dict[CallKey, list[str]] = defaultdict(list)
     for s in telemetry.spans.get_finished_spans():
         for e in s.events:
             if e.name == sc.EVENT_UNANSWERED_CALL:
                 a = e.attributes or {}
                 key = (str(a.get(sc.ADK_INVOCATION_ID)), str(a.get(sc.GEN_AI_TOOL_CALL_ID)))
                 reports[key].append(e.timestamp / 1e9)
+                reasons[key].append(str(a.get(sc.ADK_TOOL_CALL_UNANSWERED_REASON)))
     calls, responses, answered_at = stored_calls(stored)
     unanswered = calls - responses
     for key, n in unanswered.items():
         if len(reports.get(key, [])) != n:
-            problems.append(f"{key[1]}: stored without a response {n}x, reported "
+            problems.append(f"{_shown(key[1])}: stored without a response {n}x, reported "
                             f"unanswered {len(reports.get(key, []))}x")
     for key, times in reports.items():
         if key in unanswered:
             continue
         if key not in calls:
-            problems.append(f"{key[1]}: reported unanswered, but the session has no such call")
+            problems.append(f"{_shown(key[1])}: reported unanswered, but the session has no "
+                            "such call")
         elif answered_at[key] < min(times):
-            problems.append(f"{key[1]}: reported unanswered, but its response was stored "
+            problems.append(f"{_shown(key[1])}: reported unanswered, but its response was stored "
                             "before the report")
+    if outcome is not None:
+        problems += _check_reasons(outcome, reasons)
+    return problems
+
+
+def _check_reasons(outcome: Outcome, reasons: dict[CallKey, list[str]]) -> list[str]:
+    """The reasons the tools' own record can settle (the module's docstring)."""
+    problems: list[str] = []
+    bodies: dict[str, list[TaskTruth]] = defaultdict(list)
+    for t in outcome.truth.tasks:
+        bodies[t.call_id].append(t)
+    caller = outcome.spec.caller
+    failed = any(t.self_cancelled or t.outcome == "error" for t in outcome.truth.tasks)
+    for (_inv, call_id), said in sorted(reasons.items()):
+        where = f"{_shown(call_id)}: unanswered reason {said}"
+        mine = bodies.get(call_id, [])
+        if len(mine) == 1 and len(said) == 1:  # one call of that id: its body is its own
+            body = mine[0]
+            ended_inside = body.ended_ns is not None and body.ended_ns < outcome.end_begin_ns
+            if ended_inside and (body.self_cancelled or body.outcome == "error") \
+                    and said[0] != sc.UnansweredReason.ERROR:
+                problems.append(f"{where}, but its tool raised inside the run "
+                                f"({'cancelled itself' if body.self_cancelled else 'error'})")
+        if caller in _NEVER_CUTS and sc.CancelCause.CALLER_CANCELLED in said:
+            problems.append(f"{where}, but the caller never cut the run")
+        if caller in _CLOSES and not failed and not set(said) <= {
+                sc.CancelCause.CALLER_CANCELLED, sc.UnansweredReason.ORPHANED}:
+            problems.append(f"{where}, but the caller closed the stream and no call "
+                            "failed")
     return problems
 
 
@@ -198,7 +264,7 @@ def check(outcome: Outcome, telemetry: Telemetry, plugin: TaskTelemetryPlugin,
           sdk_warnings: list[str], stored: list[Any] | None = None) -> list[str]:
     problems = check_spans(outcome, telemetry) + check_counts(outcome, telemetry, plugin)
     if stored is not None:
-        problems += check_ledger(stored, telemetry)
+        problems += check_ledger(stored, telemetry, outcome)
     ended_twice = [w for w in sdk_warnings if "on an ended span" in w]
     if ended_twice:
         problems.append(f"the SDK warned {len(ended_twice)}x: {ended_twice[0]!r}")

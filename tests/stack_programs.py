@@ -54,9 +54,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def http_ok(url: str, timeout: float = 1.0) -> bool:
-    with contextlib.suppress(OSError, urllib.error.URLError):
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return 200 <= r.status < 300
+    with contextlib.suppress(OSError, urllib.error.URLError), \
+            urllib.request.urlopen(url, timeout=timeout) as r:
+        return 200 <= r.status < 300
     return False
 
 

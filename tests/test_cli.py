@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from adk_task_telemetry import __version__, adk_compat
-from adk_task_telemetry._render import innermost_user_frame
 from adk_task_telemetry.cli import main
 from adk_task_telemetry.scenarios import SCENARIOS
+from adk_task_telemetry.stacks import innermost_user_frame
 
 BUGGY = not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY  # ADK issue 7058, fixed in 2.13
 #: What audit and demo run by default (scenarios leaking on every ADK version only

@@ -178,7 +178,8 @@ def semconv_names() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
             kind = ("event" if key.startswith("EVENT_") else "span" if key.startswith("SPAN_")
                     else "metric" if key.startswith("METRIC_")
                     else "unit" if key.startswith("UNIT_")
-                    else "scope" if key in ("SCOPE_NAME", "LOGGER_NAME") else "attribute")
+                    else "scope" if key in ("SCOPE_NAME", "SCHEMA_URL") or key.endswith(
+                        "LOGGER_NAME") else "attribute")
             kinds[kind].add(value)
         elif isinstance(value, type) and value.__module__ == sc.__name__:
             enums[key] = {v for k, v in vars(value).items()

@@ -4,6 +4,8 @@ general variable, default (docs/configuration.md). Pure functions, no globals.""
 from __future__ import annotations
 
 import ast
+import asyncio
+import logging
 import re
 from pathlib import Path
 
@@ -177,3 +179,36 @@ def test_no_other_module_names_a_variable() -> None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str)
                   and id(n) not in in_fstrings and pattern.fullmatch(n.value)]
     assert found == []
+
+
+def test_plugin_options_from_the_environment(caplog: pytest.LogCaptureFixture) -> None:
+    env = {variables.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS: "TRUE",
+           variables.ADK_TASK_TELEMETRY_CANCEL_ORPHANS: "false",
+           variables.ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS: "true",
+           variables.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: "5_000",
+           variables.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH: "0"}
+    got = _env.plugin_options(env)
+    assert (got.capture_arguments, got.cancel_orphans, got.track_spawned_tasks,
+            got.max_open_tasks, got.max_argument_length) == (True, False, True, 5000, 0)
+    assert _env.plugin_options({}) == _env.PluginOptions()
+    bad = {variables.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS: "yes",
+           variables.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: "0",
+           variables.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH: "-3"}
+    with caplog.at_level(logging.WARNING, logger="adk_task_telemetry.export"):
+        assert _env.plugin_options(bad) == _env.PluginOptions()  # each keeps its default
+    assert len(caplog.records) == 3
+
+
+def test_a_plugin_argument_beats_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adk_task_telemetry import TaskTelemetryPlugin
+
+    monkeypatch.setenv(variables.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS, "7")
+    monkeypatch.setenv(variables.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS, "true")
+    from_env = TaskTelemetryPlugin()
+    given = TaskTelemetryPlugin(max_open_tasks=9, capture_arguments=False)
+    try:
+        assert from_env.options.max_open_tasks == 7 and from_env.options.capture_arguments
+        assert given.options.max_open_tasks == 9 and not given.options.capture_arguments
+    finally:
+        for p in (from_env, given):
+            asyncio.run(p.close())

@@ -28,8 +28,8 @@ from websockets.sync.client import ClientConnection, connect
 
 from adk_task_telemetry import _render as render
 from adk_task_telemetry import adk_compat
-from adk_task_telemetry.report_html import MIN_BAR_PCT, ReportInfo, display_path, render_report
-from adk_task_telemetry.stacks import parse_frames
+from adk_task_telemetry.report_html import MIN_BAR_PCT, ReportInfo, render_report
+from adk_task_telemetry.stacks import display_path, parse_frames
 
 from .conftest import has_seed_bug
 from .deploy_helpers import require_tool

@@ -174,6 +174,27 @@ def test_zero_code_reports_the_seed_orphan(grpc_rx: GrpcReceiver) -> None:
         assert out["still_running"] == [] and orphans == []
 
 
+def test_plugin_options_reach_a_zero_code_user_through_the_environment(
+        grpc_rx: GrpcReceiver) -> None:
+    """ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS and _MAX_ARGUMENT_LENGTH, with no code: the
+    instrumentor's plugin records each call's arguments, cut to the length asked."""
+    _script("plain", grpc_rx, ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS="true",
+            ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH="12")
+    assert grpc_rx.received.wait_for(lambda: len(_tool_spans(grpc_rx)) >= 3)
+    captured = [attrs(s.attributes).get("gen_ai.tool.call.arguments")
+                for s in _tool_spans(grpc_rx)]
+    # {"city": "<name>"} is longer than 12 characters: each is cut, with its ellipsis.
+    assert all(isinstance(a, str) and len(a) == 12 and a.startswith('{"city": ')
+               and a.endswith("\u2026") for a in captured), captured
+
+
+def test_without_the_variable_no_argument_is_captured(grpc_rx: GrpcReceiver) -> None:
+    _script("plain", grpc_rx)
+    assert grpc_rx.received.wait_for(lambda: len(_tool_spans(grpc_rx)) >= 3)
+    assert all("gen_ai.tool.call.arguments" not in attrs(s.attributes)
+               for s in _tool_spans(grpc_rx))
+
+
 def test_the_entry_point_name_disables_it(grpc_rx: GrpcReceiver) -> None:
     out = _script("plain", grpc_rx, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="adk_task_telemetry")
     assert out["plugins"] == [], out

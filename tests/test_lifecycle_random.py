@@ -23,6 +23,7 @@ from adk_task_telemetry.scenarios.generated import (
     CallSpec,
     Spec,
     generate,
+    generate_edge,
     generate_nested_cut,
     generate_overlap,
     run_spec,
@@ -211,6 +212,18 @@ N_NESTED_CUT = max(10, N // 5)
 async def test_random_nested_run_cuts(seed: int, telemetry: Telemetry,
                                       caplog: pytest.LogCaptureFixture) -> None:
     await _run_and_check(generate_nested_cut(seed), telemetry, caplog)
+
+
+#: The edge families (issue 23): self-cancelling calls, odd call ids, the stream closed on
+#: the first event holding a function call. ``generate`` draws them for a few callers;
+#: this draws them with every caller.
+N_EDGE = max(10, N // 5)
+
+
+@pytest.mark.parametrize("seed", range(SEED, SEED + N_EDGE), ids=lambda s: f"edge{s}")
+async def test_random_edge_families(seed: int, telemetry: Telemetry,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    await _run_and_check(generate_edge(seed), telemetry, caplog)
 
 
 def _found_here() -> list[Found]:

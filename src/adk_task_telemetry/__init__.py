@@ -39,9 +39,19 @@ endpoint reach the agent, and flushes at exit and on SIGTERM. It returns a
 ``TelemetryHandle`` (``force_flush()``, ``shutdown()``). ``TaskTelemetryPlugin`` takes
 ``cancel_orphans``, ``track_spawned_tasks`` (strict mode), ``capture_arguments`` (off:
 tool arguments are never recorded otherwise) with ``redact`` and
-``max_argument_length``, and ``max_open_tasks``. ``plugin.open_tasks()`` (``OpenTask``)
+``max_argument_length``, and ``max_open_tasks``; each but ``redact`` also from its
+``ADK_TASK_TELEMETRY_*`` variable, for zero-code users (an argument wins;
+``plugin.options`` says what is in force). ``plugin.open_tasks()`` (``OpenTask``)
 and ``plugin.state()`` (``TrackerState``, all zero when idle) are the supported hooks
 for health checks and tests; ``OpenSpanProcessor`` reports spans a tool left open.
+
+Observe
+-------
+
+``add_observer(fn)`` tells ``fn`` of every tool task's end (``TaskSeen``) and every
+unanswered call (``UnansweredCall``), from every plugin of the process, as it happens,
+without an OpenTelemetry pipeline (the pytest gate is built on it); it runs inside the
+plugin's callback, so keep it quick. ``remove_observer(fn)`` stops it.
 
 What you get
 ------------
@@ -73,8 +83,9 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .configure import TelemetryHandle, configure_telemetry
+    from .observe import add_observer, remove_observer
     from .plugin import TaskTelemetryPlugin
-    from .records import OpenTask, TrackerState
+    from .records import OpenTask, TaskSeen, TrackerState, UnansweredCall
     from .spans import OpenSpanProcessor
 
 _PUBLIC = {
@@ -83,11 +94,16 @@ _PUBLIC = {
     "TaskTelemetryPlugin": ".plugin",
     "TelemetryHandle": ".configure",
     "TrackerState": ".records",
+    "TaskSeen": ".records",
+    "UnansweredCall": ".records",
+    "add_observer": ".observe",
+    "remove_observer": ".observe",
     "configure_telemetry": ".configure",
 }
 
-__all__ = ["OpenSpanProcessor", "OpenTask", "TaskTelemetryPlugin", "TelemetryHandle",
-           "TrackerState", "__version__", "configure_telemetry"]
+__all__ = ["OpenSpanProcessor", "OpenTask", "TaskSeen", "TaskTelemetryPlugin",
+           "TelemetryHandle", "TrackerState", "UnansweredCall", "__version__",
+           "add_observer", "configure_telemetry", "remove_observer"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,10 @@
 """Terminal drawing for the CLI: timelines and tables, stdlib only.
 
 Kept apart from ``cli.py`` so that what is measured and what is drawn can change
-independently. Everything here is pure: it takes results and returns strings.
+independently. It takes results and returns strings; the one thing it reads besides
+its arguments is the terminal's conventions, ``NO_COLOR`` and ``TERM``, in
+``colour_wanted`` (listed in the CLI's help, not in configure/variables.py: they
+configure no telemetry).
 """
 
 from __future__ import annotations

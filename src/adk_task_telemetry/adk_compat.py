@@ -594,6 +594,28 @@ def cancellation_unwinds_step(error: BaseException | None) -> bool:
     return isinstance(error, asyncio.CancelledError)
 
 
+def caller_closed_run() -> bool:
+    """Whether ADK runs ``after_run_callback`` now because the caller closed the run.
+
+    ADK 2.x calls it from a ``finally`` of its run generator also when the caller
+    closes that generator early (``aclose()``, or asyncio's finaliser of an abandoned
+    one: a ``GeneratorExit``) or stops ``Runner.run``'s thread or aborts the run (a
+    ``CancelledError`` it treats as closing early); a run its caller cut otherwise
+    skips after_run. That exception is in flight, with ADK's frames in its
+    traceback, while the callback runs: read it there, before any await. 1.x calls
+    after_run only for a completed run.
+    """
+    error = sys.exc_info()[1]
+    if not isinstance(error, (GeneratorExit, asyncio.CancelledError)):
+        return False
+    tb = error.__traceback__
+    while tb is not None:
+        if _ADK_DIR in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def is_tool_error(error: BaseException) -> bool:
     """Whether ``on_tool_error_callback`` reports a real error. From 2.13 on ADK also
     reports a cancellation there; the task's own end tells that better."""

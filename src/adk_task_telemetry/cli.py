@@ -720,7 +720,8 @@ exit codes:
   0    audit: no tool task was orphaned; demo and version: they ran
   1    audit: at least one tool task was orphaned
   2    usage error (unknown command, option or scenario; a bad --otlp endpoint;
-       --otlp where OTLP export cannot be set up: export extra missing or broken;
+       --otlp where OTLP export cannot be set up: an OTLP exporter package missing
+       or broken;
        an --html file that cannot be written)
   3    a scenario could not run, or a task started and was never accounted for
   130  interrupted (Ctrl-C)"""
@@ -728,6 +729,7 @@ exit codes:
 _ENV = """\
 environment:
   NO_COLOR   set to any non-empty value: never colour (wins over --color)
+  TERM       dumb: never colour
   COLUMNS    width of the timeline (default: the terminal's, else 100)"""
 
 

@@ -41,11 +41,16 @@ import queue
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-logger = logging.getLogger("adk_task_telemetry.export")
+from opentelemetry import _logs, metrics, trace
+
+from . import semconv as sc
+
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 #: What an exit (or a close) waits at most for a signal whose endpoint has not
 #: answered yet or is failing, and for providers of others.
@@ -83,6 +88,7 @@ class Pipeline(Protocol):
 _lock = threading.RLock()  # reentrant: the SIGTERM handler runs on the main thread
 _pipelines: list[Pipeline] = []
 _sweeps: list[Callable[[], object]] = []
+_plugins: weakref.WeakSet[Any] = weakref.WeakSet()
 _plugin_meter_provider: Any = None
 _prev_sigterm: Any = None
 _in_exit = False
@@ -118,6 +124,16 @@ def add_exit_sweep(sweep: Callable[[], object]) -> None:
     with _lock:
         if sweep not in _sweeps:
             _sweeps.append(sweep)
+
+
+def plugin_built(plugin: object) -> None:
+    """A TaskTelemetryPlugin exists (held weakly): configure_telemetry() asks how many
+    were built before it, through here rather than by importing the engine."""
+    _plugins.add(plugin)
+
+
+def plugins_alive() -> int:
+    return len(_plugins)
 
 
 def plugin_meter_provider() -> Any:
@@ -209,15 +225,30 @@ async def flush_after_close() -> None:
         logger.debug("flush at plugin close failed", exc_info=True)
 
 
+def nobody_installed(provider: object) -> bool:
+    """The API's stand-in that the first ``set_*_provider`` replaces: a provider can still
+    be installed. Public for traces (``ProxyTracerProvider``); metrics and logs keep
+    their proxies private (``opentelemetry.metrics._internal``, ``opentelemetry._logs.
+    _internal``, checked on the API 1.37 to 1.44), so those are known by class name."""
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return True
+    return type(provider).__name__.lstrip("_") in ("ProxyMeterProvider", "ProxyLoggerProvider")
+
+
+def records_nothing(provider: object) -> bool:
+    """Nothing to flush there: the stand-in, or the API's no-op provider (public classes)."""
+    return nobody_installed(provider) or isinstance(
+        provider, (trace.NoOpTracerProvider, metrics.NoOpMeterProvider,
+                   _logs.NoOpLoggerProvider))
+
+
 def _foreign_providers(pipelines: list[Pipeline]) -> list[tuple[str, Any]]:
     """Global SDK providers that no pipeline of ours owns (ADK's, the application's)."""
-    from opentelemetry import _logs, metrics, trace
-
     out: list[tuple[str, Any]] = []
     for signal_name, provider in (("traces", trace.get_tracer_provider()),
                                   ("metrics", metrics.get_meter_provider()),
                                   ("logs", _logs.get_logger_provider())):
-        if type(provider).__name__.lstrip("_").startswith(("Proxy", "NoOp")):
+        if records_nothing(provider):
             continue
         if not callable(getattr(provider, "force_flush", None)):
             continue

@@ -1,6 +1,6 @@
 """Zero-code instrumentation: TaskTelemetryPlugin on every ADK Runner of the process.
 
-    pip install 'adk-task-telemetry[export,instrument]'
+    pip install 'adk-task-telemetry[instrument]'
     OTEL_SERVICE_NAME=support OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4317 \\
         opentelemetry-instrument adk api_server agents/
 

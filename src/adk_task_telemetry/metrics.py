@@ -50,7 +50,8 @@ class Metrics:
     """Everything the tracker measures."""
 
     def __init__(self, meter_provider: metrics.MeterProvider | None) -> None:
-        meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
+        meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider,
+                                  schema_url=sc.SCHEMA_URL)
         self._series: dict[ToolIdentity, Series] = {}
         self._capped = False
         _observed_by(meter).users.add(self)

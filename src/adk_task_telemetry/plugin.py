@@ -20,6 +20,7 @@ from . import adk_compat as compat
 from . import exit as _exit
 from . import plugin_order, pool_metrics
 from . import semconv as sc
+from .configure import settings
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
@@ -58,6 +59,9 @@ class TaskTelemetryPlugin(BasePlugin):
       max_argument_length: characters kept of a captured argument or result.
       max_open_tasks: records kept at most; further tool tasks are counted in
         ``adk.tool_task.overflow`` and not tracked.
+
+    An option left out (None) is read from its ``ADK_TASK_TELEMETRY_*`` variable
+    (docs/configuration.md), so that a zero-code user reaches it too; an argument wins.
     """
 
     def __init__(
@@ -66,14 +70,27 @@ class TaskTelemetryPlugin(BasePlugin):
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        cancel_orphans: bool = False,
-        track_spawned_tasks: bool = False,
-        capture_arguments: bool = False,
+        cancel_orphans: bool | None = None,
+        track_spawned_tasks: bool | None = None,
+        capture_arguments: bool | None = None,
         redact: Redactor = default_redactor,
-        max_argument_length: int = 1024,
-        max_open_tasks: int = 10_000,
+        max_argument_length: int | None = None,
+        max_open_tasks: int | None = None,
     ) -> None:
         super().__init__(name=name)
+        env = settings.plugin_options()
+        cancel_orphans = env.cancel_orphans if cancel_orphans is None else cancel_orphans
+        track_spawned_tasks = (env.track_spawned_tasks if track_spawned_tasks is None
+                               else track_spawned_tasks)
+        capture_arguments = (env.capture_arguments if capture_arguments is None
+                             else capture_arguments)
+        max_argument_length = (env.max_argument_length if max_argument_length is None
+                               else max_argument_length)
+        max_open_tasks = env.max_open_tasks if max_open_tasks is None else max_open_tasks
+        self._options = settings.PluginOptions(
+            capture_arguments=capture_arguments, max_argument_length=max_argument_length,
+            cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
+            max_open_tasks=max_open_tasks)
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
@@ -92,8 +109,14 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.add_thread_work_listener(self)
         self._hooked = True  # on ADK's tool thread pool (adk_compat), while not closed
         register_shutdown()
+        _exit.plugin_built(self)
 
     # --- public -----------------------------------------------------------------
+
+    @property
+    def options(self) -> settings.PluginOptions:
+        """The options in force: each argument given, else its variable, else the default."""
+        return self._options
 
     def open_tasks(self) -> list[OpenTask]:
         """Tool tasks running now, orphans included (``orphaned=True``)."""
@@ -139,7 +162,8 @@ class TaskTelemetryPlugin(BasePlugin):
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN)
+        # 2.x calls it for a run whose caller closed the stream too: the caller cut it.
+        self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN, read_close=True)
         return None
 
     async def on_run_error_callback(self, *, invocation_context: InvocationContext,
@@ -176,11 +200,15 @@ class TaskTelemetryPlugin(BasePlugin):
         except Exception:
             self._tracker.failed("thread work")
 
-    def _run_ended(self, invocation_context: InvocationContext, trigger: str) -> None:
+    def _run_ended(self, invocation_context: InvocationContext, trigger: str, *,
+                   read_close: bool = False) -> None:
+        """``read_close``: whether the caller closed the run is read from ADK's
+        exception in flight (adk_compat.caller_closed_run): only in ``after_run``."""
         try:
             run = self._tracker.run_of(str(invocation_context.invocation_id))
             if run is not None:
-                self._tracker.run_ended(run, trigger)
+                self._tracker.run_ended(run, trigger,
+                                        read_close and compat.caller_closed_run())
         except Exception:
             self._tracker.failed(trigger)
 
@@ -204,7 +232,7 @@ class TaskTelemetryPlugin(BasePlugin):
             if self._capture:
                 extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                        tool_args)
-            tracker.opened(run, identity, series, tool_context.function_call_id or "",
+            tracker.opened(run, identity, series, _call_id(tool_context),
                            asyncio.current_task(), extra)
         except Exception:
             tracker.failed("before_tool_callback")
@@ -268,7 +296,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
-        call_id = tool_context.function_call_id or ""
+        call_id = _call_id(tool_context)
         record = self._tracker.current()
         if record is not None and record.call_id == call_id:
             return record
@@ -285,6 +313,12 @@ class TaskTelemetryPlugin(BasePlugin):
         if redacted is None:
             return None
         return {key: to_attribute(redacted, self._max_arg)}
+
+
+def _call_id(tool_context: ToolContext) -> str:
+    """The call's function-call id, as every record of the call carries it: whole (a
+    join key to the session's call and response, however long), ``""`` for none."""
+    return tool_context.function_call_id or ""
 
 
 def _app_name(ctx: Any) -> str:

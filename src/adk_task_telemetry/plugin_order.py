@@ -4,8 +4,9 @@ ADK calls the plugins in order and stops at the first that returns a value. A pl
 ahead of ours that answers ``on_tool_error_callback`` (ADK's own
 ``ReflectAndRetryToolPlugin`` does) hides the error from ours: the failed tool would
 be reported ``ok``. Users list plugins in any order, so at a run's start the plugin
-moves itself (with any other TaskTelemetryPlugin) ahead of the rest, as the
-instrumentor does at ``Runner.__init__``, and says so once in an INFO line.
+moves itself (with any other TaskTelemetryPlugin) ahead of the rest and says so once in
+an INFO line. The order itself is one rule, ``ours_first``, which the Runner hook
+(``runner_hook.py``) applies too, at ``Runner.__init__``.
 
 The move *replaces* ``PluginManager.plugins`` with a new list rather than reordering
 it in place: the loop calling us (and a concurrent run's loop over the same list)
@@ -43,6 +44,24 @@ def _overrides(plugin: Any, callback: str) -> bool:
     return getattr(type(plugin), callback, None) is not getattr(BasePlugin, callback, None)
 
 
+def ours_first(plugins: list[Any], ours: type) -> list[Any]:
+    """A new list of the same plugins: every instance of ``ours`` first, then the rest,
+    each group in the order it had."""
+    return [p for p in plugins if isinstance(p, ours)] + [
+        p for p in plugins if not isinstance(p, ours)]
+
+
+def replace_plugins(manager: Any, plugins: list[Any]) -> bool:
+    """Gives ``manager`` the new list (never reorders the old one in place: a loop over
+    it, ADK's own or a concurrent run's, keeps iterating what it had). False where the
+    list cannot be replaced."""
+    try:
+        manager.plugins = plugins
+        return bool(manager.plugins is plugins)
+    except Exception:  # a PluginManager whose list cannot be replaced
+        return False
+
+
 def take_first_place(plugin: Any, invocation_context: Any) -> None:
     """Called from ``plugin``'s ``before_run_callback``: puts ``plugin`` (and every
     other plugin of its class) ahead of any plugin that could answer before it."""
@@ -66,13 +85,7 @@ def take_first_place(plugin: Any, invocation_context: Any) -> None:
     hidden = {cb: [p for p in ahead if _overrides(p, cb)] for cb in HIDDEN_BY}
     if not any(hidden.values()):
         return  # nothing ahead can answer before us: the order changes nothing
-    moved = [p for p in plugins if isinstance(p, ours)] + [
-        p for p in plugins if not isinstance(p, ours)]
-    try:
-        manager.plugins = moved
-        ok = manager.plugins is moved
-    except Exception:  # a PluginManager whose list cannot be replaced
-        ok = False
+    ok = replace_plugins(manager, ours_first(plugins, ours))
     if plugin in _told:
         return
     _told.add(plugin)

@@ -27,7 +27,8 @@ def observe(meter_provider: metrics.MeterProvider | None) -> None:
     instrument's first registration only). Nothing where ADK has no pool."""
     if not compat.HAS_TOOL_THREAD_POOL:
         return
-    meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider)
+    meter = metrics.get_meter(sc.SCOPE_NAME, __version__, meter_provider=meter_provider,
+                              schema_url=sc.SCHEMA_URL)
     try:
         if _observed.get(meter):
             return

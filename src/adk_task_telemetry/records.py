@@ -11,7 +11,7 @@ import asyncio
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -20,7 +20,15 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from .metrics import Series
-    from .tracker import Tracker
+
+class RecordOwner(Protocol):
+    """What a record's done-callback hands itself to: the tracker implements it. Records
+    are data; they know this much of the engine and nothing more."""
+
+    def task_done(self, record: TaskRecord, task: asyncio.Task[Any]) -> None: ...
+
+    def driver_done(self, run: RunRecord, task: asyncio.Task[Any]) -> None: ...
+
 
 #: A record's states. OPEN: the task runs inside its run. ORPHANED: its run
 #: ended while it ran; it is watched until it ends. ENDED: nothing more happens.
@@ -179,7 +187,7 @@ class RunRecord:
         "trace_id", "tracker", "unhappy", "watched_ref",
     )
 
-    def __init__(self, tracker: Tracker, invocation_id: str, app_name: str,
+    def __init__(self, tracker: RecordOwner, invocation_id: str, app_name: str,
                  conversation_id: str | None) -> None:
         self.tracker = tracker
         self.invocation_id = invocation_id

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import os
-import sys
-import sysconfig
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import _render as render
 from . import semconv as sc
-from .stacks import Frame, parse_frames
+from .stacks import Frame, display_path, import_roots, parse_frames
 
 __all__ = ["ReportInfo", "display_path", "render_report"]
 
@@ -157,29 +154,6 @@ def _lane(t: render.Task, axis: _Axis) -> str:
     return "".join(out)
 
 
-def _import_roots() -> list[str]:
-    """Directories code is imported from (site-packages, the standard library, a
-    source tree on sys.path), longest first."""
-    roots = {os.path.abspath(p) for p in (*sys.path, *sysconfig.get_paths().values()) if p}
-    return sorted((r for r in roots if os.path.isdir(r) and os.path.dirname(r) != r),
-                  key=len, reverse=True)
-
-
-def display_path(path: str, roots: Sequence[str] | None = None) -> str:
-    """A frame's file as a reader wants it: from the directory it was imported from
-    (``…/site-packages/google/adk/…``, ``…/python3.11/asyncio/tasks.py``), else relative
-    to the current directory; a CI machine's install prefix says nothing. The full
-    path stays in the page (the frame's ``title``)."""
-    for root in _import_roots() if roots is None else roots:
-        if path.startswith(root + os.sep):
-            return f"…/{os.path.basename(root)}/{path[len(root) + 1:]}"
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") or os.path.isabs(rel) else rel
-
-
 def _where(frame: Frame, roots: Sequence[str]) -> str:
     return f"{display_path(frame.file, roots)}:{frame.line} in {frame.func}"
 
@@ -210,7 +184,7 @@ def _stack(o: render.Orphan, roots: Sequence[str]) -> str:
 def _orphan_block(t: render.Task) -> str:
     assert t.orphan is not None
     o = t.orphan
-    roots = _import_roots()
+    roots = import_roots()
     parts = [f'<div class="orphan" data-call-id="{_e(t.call_id)}">',
              f'<h4><span class="o-orphaned label">ORPHANED</span> <code>{_e(t.tool)}</code> '
              f"<code>{_e(t.call_id)}</code> ({_e(t.kind)}): {_e(o.state)}</h4>",

@@ -7,9 +7,11 @@ Runner on a plain install too. The instrumentor (``instrumentation.py``) is a
 
 After ADK built the runner's ``PluginManager`` (from ``App.plugins``, the deprecated
 ``plugins=``, ``--extra_plugins`` or an ``AgentTool``'s parent), the hook looks at
-``runner.plugin_manager.plugins``: a ``TaskTelemetryPlugin`` already there is moved
-first (it never returns a value, so moving it changes nothing the others do);
-otherwise the hook's plugin is inserted first. Never two of ours on one Runner.
+``runner.plugin_manager.plugins``: ``TaskTelemetryPlugin`` instances already there are
+put first (``plugin_order.ours_first``, the rule a run's start applies too; they never
+return a value, so moving them changes nothing the others do); otherwise the hook's
+plugin is put first. The hook never adds a second one of ours; two that the app itself
+listed both stay (each reports every task) and a WARNING says so.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import plugin_order
+from . import semconv as sc
 from .plugin import TaskTelemetryPlugin
 
-logger = logging.getLogger("adk_task_telemetry.instrumentation")
+logger = logging.getLogger(sc.INSTRUMENTATION_LOGGER_NAME)
 
 __all__ = ["RunnerHook", "is_hooked"]
 
@@ -94,12 +98,13 @@ class RunnerHook:
             logger.warning("adk_task_telemetry: this Runner has no plugin_manager.plugins "
                            "list; TaskTelemetryPlugin not registered")
             return
+        manager = runner.plugin_manager
         present = [p for p in plugins if isinstance(p, TaskTelemetryPlugin)]
         if present:
-            first = present[0]
-            if plugins[0] is not first:
-                plugins.remove(first)
-                plugins.insert(0, first)
+            if plugins[0] is not present[0] and not plugin_order.replace_plugins(
+                    manager, plugin_order.ours_first(plugins, TaskTelemetryPlugin)):
+                logger.warning("adk_task_telemetry: could not put TaskTelemetryPlugin "
+                               "first on this Runner")
             if len(present) > 1:
                 logger.warning(
                     "adk_task_telemetry: %d TaskTelemetryPlugin instances on one Runner "
@@ -111,4 +116,6 @@ class RunnerHook:
             logger.warning("adk_task_telemetry: a plugin named %r that is not a "
                            "TaskTelemetryPlugin is registered; not adding ours", plugin.name)
             return
-        plugins.insert(0, plugin)
+        if not plugin_order.replace_plugins(manager, [plugin, *plugins]):
+            logger.warning("adk_task_telemetry: this Runner's plugin list cannot be "
+                           "replaced; TaskTelemetryPlugin not registered")

@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Final
 
 SCOPE_NAME: Final = "adk_task_telemetry"
+#: The semantic-conventions release whose names the contract uses (gen_ai.tool.*,
+#: error.type, code.stacktrace), given to get_tracer/get_meter as the scope's schema.
+SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
 LOGGER_NAME: Final = "adk_task_telemetry"
+#: The export machinery's own records (endpoint down, buffer dropped, exit budget), kept
+#: apart so that the logs bridge never exports the export's own complaints.
+EXPORT_LOGGER_NAME: Final = LOGGER_NAME + ".export"
+#: The Runner hook and the instrumentor.
+INSTRUMENTATION_LOGGER_NAME: Final = LOGGER_NAME + ".instrumentation"
 
 SPAN_NAME_PREFIX: Final = "tool_task "
 

@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures.thread import _WorkItem
 from dataclasses import dataclass
@@ -111,15 +111,30 @@ class Frame:
     code: str
 
     def where(self) -> str:
-        return f"{_short_path(self.file)}:{self.line} in {self.func}"
+        return f"{display_path(self.file)}:{self.line} in {self.func}"
 
 
-def _short_path(path: str) -> str:
+def import_roots() -> list[str]:
+    """Directories code is imported from (site-packages, the standard library, a
+    source tree on sys.path), longest first."""
+    roots = {os.path.abspath(p) for p in (*sys.path, *sysconfig.get_paths().values()) if p}
+    return sorted((r for r in roots if os.path.isdir(r) and os.path.dirname(r) != r),
+                  key=len, reverse=True)
+
+
+def display_path(path: str, roots: Sequence[str] | None = None) -> str:
+    """A frame's file as a reader wants it: from the directory it was imported from
+    (``…/site-packages/google/adk/…``, ``…/python3.11/asyncio/tasks.py``), else relative
+    to the current directory; a CI machine's install prefix says nothing. The full
+    path stays in the page (the frame's ``title``)."""
+    for root in import_roots() if roots is None else roots:
+        if path.startswith(root + os.sep):
+            return f"…/{os.path.basename(root)}/{path[len(root) + 1:]}"
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return path
-    return rel if not rel.startswith("..") else path
+    return path if rel.startswith("..") or os.path.isabs(rel) else rel
 
 
 def _slashed(path: str) -> str:

@@ -11,22 +11,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import semconv as sc
 
 if TYPE_CHECKING:
     from .records import TaskRecord
-    from .tracker import Tracker
+
+
+class SpawnOwner(Protocol):
+    """A strict tracker, as this module sees it: it says which record is current and
+    takes the spawned tasks this module finds. The tracker implements it; this module
+    never imports the engine."""
+
+    def current(self) -> TaskRecord | None: ...
+
+    def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None: ...
+
+    def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
+                      trigger: str) -> None: ...
+
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
-_trackers: weakref.WeakSet[Tracker] = weakref.WeakSet()
+_trackers: weakref.WeakSet[SpawnOwner] = weakref.WeakSet()
 _loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 _tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-def install_on_running_loop(tracker: Tracker) -> None:
+def install_on_running_loop(tracker: SpawnOwner) -> None:
     """Chains a task factory onto the running loop (once per loop; uvloop too) that
     tells ``tracker`` of tasks created inside its tool tasks."""
     _trackers.add(tracker)
@@ -63,7 +76,7 @@ def note_tool_task(task: asyncio.Task[Any]) -> None:
     _tool_tasks.add(task)
 
 
-def end_spawned(tracker: Tracker, spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]],
+def end_spawned(tracker: SpawnOwner, spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]],
                 trigger: str) -> None:
     """At a run's end (``spawned``: what its tool bodies spawned, taken from the run by
     the tracker): each task still running is an orphan of its call."""

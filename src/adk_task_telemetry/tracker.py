@@ -25,7 +25,6 @@ a task costs no span object and no garbage that outlives a loop turn.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import contextvars
 import logging
@@ -95,7 +94,8 @@ class Tracker:
                  meter_provider: Any = None, options: Options | None = None) -> None:
         self.options = options or Options()
         self._tracer_provider = tracer_provider
-        self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider,
+                                       schema_url=sc.SCHEMA_URL)
         self.metrics = Metrics(meter_provider)
         # Invocation id -> its newest run; older runs of the same id still going hang
         # off it (``RunRecord.older``). Read only when the context variable cannot say.
@@ -322,9 +322,12 @@ class Tracker:
         except Exception:
             self.failed("run-span end")
 
-    def run_ended(self, run: RunRecord, trigger: str) -> None:
-        """ADK said the run ended (after_run, run_error, live teardown)."""
+    def run_ended(self, run: RunRecord, trigger: str, cut_by_caller: bool = False) -> None:
+        """ADK said the run ended (after_run, run_error, live teardown);
+        ``cut_by_caller``: because its caller closed it (2.x calls after_run then)."""
         if not run.ended:
+            if cut_by_caller:
+                run.cut_by_caller = True
             self._end_run(run, trigger)
 
     def closed(self) -> bool:
@@ -450,11 +453,15 @@ class Tracker:
     def opened(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
                task: asyncio.Task[Any] | None, extra: dict[str, str] | None = None
                ) -> TaskRecord | None:
-        """A tool task was created. None when not tracked (max_open_tasks)."""
+        """A tool task was created. None when not tracked (max_open_tasks).
+
+        ``call_id`` is kept whole, however long: it is the join key between the span,
+        the session's function call and response, and the call ledger, so every record
+        of the call carries the same string (the one ADK holds: no copy is made, and
+        records are bounded by ``max_open_tasks``)."""
         if self._open >= self.options.max_open_tasks:
             self._overflow(series)
             return None
-        call_id = call_id[:NAME_CHARS]
         tasks = run.tasks
         key = call_id if call_id not in tasks else _free_key(run, call_id)
         record = TaskRecord(run, identity, series, call_id, key, otel_context.get_current(),
@@ -485,7 +492,7 @@ class Tracker:
     def record_here(self, run: RunRecord, call_id: str) -> TaskRecord | None:
         """The open record of a call of ``run`` that runs in the run's own task (no
         record in the context): the first open one of that id."""
-        record = run.tasks.get(call_id[:NAME_CHARS])
+        record = run.tasks.get(call_id)
         return record if record is not None and record.task is None else None
 
     def _overflow(self, series: Series) -> None:
@@ -564,7 +571,7 @@ class Tracker:
 
     def _end_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
-            self._end(record, sc.Outcome.CANCELLED)
+            self._end(record, sc.Outcome.CANCELLED, self_cancelled=_cancelled_itself(task))
             return
         exc = task.exception()
         if exc is not None:
@@ -670,31 +677,42 @@ class Tracker:
             self._watch(run)
         return True
 
-    def _end(self, record: TaskRecord, outcome: str, error: BaseException | None = None
-             ) -> None:
-        """OPEN -> ENDED, inside its run: the span ends with its outcome."""
+    def _end(self, record: TaskRecord, outcome: str, error: BaseException | None = None,
+             *, self_cancelled: bool = False) -> None:
+        """OPEN -> ENDED, inside its run: the span ends with its outcome.
+
+        ``self_cancelled``: the task raised CancelledError by itself (nothing called its
+        ``cancel()``): none of the cancel causes happened, so it has none; for its
+        siblings and its call's ledger reason it is a call that ended badly."""
         if not self._leave(record, ENDED):
             return
         end_ns = time.time_ns()
         run = record.run
         etype = cause = None
+        unhappy = None
         if error is not None and outcome == sc.Outcome.ERROR:
             etype = error_type(error)
             if compat.marks_sibling_failure(record.kind):
                 run.sibling_failed = True
+        elif self_cancelled:
+            unhappy = sc.UnansweredReason.ERROR  # its tool raised; nothing answered
+            if compat.marks_sibling_failure(record.kind):
+                run.sibling_failed = True  # ADK 2.x cancels the rest of the step
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
             if cause == sc.CancelCause.CALLER_CANCELLED:
                 run.cut_by_caller = True  # whatever signal ends the run (2.5 calls after_run)
-        if etype is not None or cause is not None:
-            _note_unhappy(run, record.call_id, cause or sc.UnansweredReason.ERROR)
+        if etype is not None or cause is not None or unhappy is not None:
+            _note_unhappy(run, record.call_id, cause or unhappy or sc.UnansweredReason.ERROR)
         span = self.span_of(record, outcome, etype)
-        if error is not None or cause is not None:
+        if error is not None or cause is not None or self_cancelled:
             if error is not None:
                 span.record_exception(error)
             if etype is not None:
                 span.set_status(Status(StatusCode.ERROR, etype))
-            if cause is not None and not record.waiting_for_work:  # else told already
+            if self_cancelled:
+                span.add_event(sc.EVENT_CANCELLED)  # no cause: none of them happened
+            elif cause is not None and not record.waiting_for_work:  # else told already
                 span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
         span.end(end_time=end_ns)
         self.metrics.ended(record.series, max(0, end_ns - record.start_ns) / 1e9, outcome, span,
@@ -867,6 +885,15 @@ def _shed(record: TaskRecord, keep_span: bool = False) -> None:
     record.extra = None
 
 
+def _cancelled_itself(task: asyncio.Task[Any]) -> bool:
+    """A cancelled ``task`` whose ``cancel()`` nobody called: its own code raised
+    CancelledError (a client library cancelling its own future, ADK issue 7172).
+    ``Task.cancelling()`` counts the requests (Python 3.11+); on 3.10, which cannot
+    tell, every cancellation counts as requested (the cause rule of adk_compat)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() == 0
+
+
 def _working(record: TaskRecord) -> bool:
     """The record's thread work is still queued or running."""
     work = record.work
@@ -913,7 +940,6 @@ def trackers() -> list[Tracker]:
 
 def register_shutdown() -> None:
     """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
-    atexit.unregister(shutdown_all)
     from .exit import add_exit_sweep, install
 
     add_exit_sweep(shutdown_all)

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Mapping
 
 from .. import exit as _exit
+from .. import semconv as sc
 from . import settings
 from .export import SignalStatus
 from .handle import TelemetryHandle
@@ -31,7 +32,7 @@ from .providers import Asked, build
 
 __all__ = ["SignalStatus", "TelemetryHandle", "configure_telemetry", "detached"]
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 _lock = threading.Lock()
 _active: TelemetryHandle | None = None
@@ -59,7 +60,10 @@ def configure_telemetry(
     Arguments win over OTEL_* variables; see docs/configuration.md for every
     option. ``otlp`` defaults to on unless only ``prometheus_port``/``console``
     was asked for and no OTEL_EXPORTER_OTLP_*ENDPOINT is set. Providers the
-    application already installed are left alone. A second call returns the
+    application already installed stay installed: our processors are added to an
+    existing tracer and logger provider, and the plugin records metrics into a
+    MeterProvider of its own beside an existing one (which cannot take readers); their
+    resource is not changed (one message says so). A second call returns the
     first handle. Never blocks on the network; flushes at interpreter exit.
     """
     global _active
@@ -86,7 +90,7 @@ def configure_telemetry(
             otlp_explicit=otlp is not None)
         handle = TelemetryHandle(build(asked))
         _active = handle
-        _exit.register(handle)
+        _exit.register(handle._exit_side)
         return handle
 
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk._logs import LoggingHandler
 
 from .. import semconv as sc
 
-_EXPORT_LOGGER = "adk_task_telemetry.export"
+_EXPORT_LOGGER = sc.EXPORT_LOGGER_NAME
 
 
 def bridge_logger(provider: Any) -> logging.Handler | None:

@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - SDK < 1.39
         LogExporter as _LogExporterBase,
     )
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 _LOG_SUCCESS = (getattr(_log_export, "LogRecordExportResult", None)
                 or _log_export.LogExportResult).SUCCESS  # the enum was renamed in 1.39
 

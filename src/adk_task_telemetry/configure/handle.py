@@ -21,12 +21,13 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
 from .. import exit as _exit
+from .. import semconv as sc
 from . import bridge
 from .export import SignalStatus, count
 from .providers import Setup
 from .settings import OtlpTarget
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 #: What shutdown() (and so interpreter exit) waits at most for an endpoint that answers.
 EXIT_TIMEOUT_MS = int(_exit.LIVE_BUDGET_S * 1000)
@@ -35,9 +36,14 @@ EXIT_TIMEOUT_MS = int(_exit.LIVE_BUDGET_S * 1000)
 class TelemetryHandle:
     """What configure_telemetry() set up: flush it, shut it down (both idempotent).
 
-    The ``*_provider`` attributes are the providers configure_telemetry() built:
-    None for a signal whose provider the application or ADK had already installed,
-    or when the SDK is disabled. ``actions`` says per signal what was done
+    ``tracer_provider`` and ``logger_provider`` are the providers configure_telemetry()
+    built: None for a signal whose provider the application or ADK had already
+    installed (our processors were added to it), or when the SDK is disabled.
+    ``meter_provider`` is the MeterProvider that holds our readers whenever metrics are
+    exported: the global one we installed, or, beside an existing one that cannot take
+    readers, the same object as ``plugin_meter_provider``; None when we export no
+    metrics (off, or the existing provider exports them). ``actions`` says per signal
+    what was done
     (``installed``, ``added_to_existing``, ``already_exported``,
     ``own_meter_provider``, ``not_possible``, ``off``).
     """
@@ -45,6 +51,8 @@ class TelemetryHandle:
     def __init__(self, setup: Setup | None = None) -> None:
         self.enabled = setup is not None
         self._setup = setup
+        # What configure_telemetry() registers with exit.py for this handle.
+        self._exit_side = ExitSide(self)
         self.tracer_provider: TracerProvider | None = setup.tracer_provider if setup else None
         self.meter_provider: MeterProvider | None = setup.meter_provider if setup else None
         self.logger_provider: LoggerProvider | None = setup.logger_provider if setup else None
@@ -78,9 +86,6 @@ class TelemetryHandle:
         """Per signal: whether its endpoint fails, what is buffered, sent and dropped."""
         return {s.signal: s.status() for s in self._senders()}
 
-    def owns(self, provider: object) -> bool:
-        return self._setup is not None and any(provider is p for p in self._setup.owned())
-
     def force_flush(self, timeout_millis: int = 10_000) -> bool:
         """Exports what is buffered now. Blocks: call it off the event loop if it matters.
         False when an export is failing or did not finish in time."""
@@ -102,14 +107,17 @@ class TelemetryHandle:
         less: a black-holed endpoint must not hold the exit). Final for the
         process: OTel lets a global provider be set only once."""
         left = self._finish(time.monotonic(), timeout_millis / 1000.0, stop_server=True)
-        _exit.unregister(self)
+        _exit.unregister(self._exit_side)
         if left:
             logger.warning("adk_task_telemetry: gave up on telemetry export at shutdown: "
                            "%s.", "; ".join(f"{u.what} ({u.detail})" for u in left))
 
-    # --- exit.Pipeline ---------------------------------------------------------------
+    # --- what exit.py calls (through ExitSide, not part of the public handle) ------
 
-    def flush(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
+    def _owns(self, provider: object) -> bool:
+        return self._setup is not None and any(provider is p for p in self._setup.owned())
+
+    def _flush_for_exit(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
         if final:
             return self._finish(start, _exit.LIVE_BUDGET_S, stop_server=False)
         if self._setup is None or self._shut:
@@ -193,6 +201,24 @@ class TelemetryHandle:
         if stop_server and setup.prometheus is not None:
             _quietly(setup.prometheus.stop)
         return left
+
+
+class ExitSide:
+    """A handle as exit.py sees it (``exit.Pipeline``): the exit protocol's methods
+    stay off the public TelemetryHandle."""
+
+    def __init__(self, handle: TelemetryHandle) -> None:
+        self._handle = handle
+
+    @property
+    def plugin_meter_provider(self) -> Any:
+        return self._handle.plugin_meter_provider
+
+    def owns(self, provider: object) -> bool:
+        return self._handle._owns(provider)
+
+    def flush(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
+        return self._handle._flush_for_exit(start, final=final)
 
 
 def _quietly(step: Any) -> None:

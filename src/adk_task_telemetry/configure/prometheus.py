@@ -8,7 +8,9 @@ from typing import Any
 
 from opentelemetry.sdk.metrics.export import MetricReader
 
-logger = logging.getLogger("adk_task_telemetry.export")
+from .. import semconv as sc
+
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 
 @dataclass

@@ -41,6 +41,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
+from .. import exit as _exit
 from .. import semconv as sc
 from ..spans import OpenSpanProcessor
 from ..version import __version__
@@ -49,7 +50,7 @@ from .export import ADAPTERS, Sender
 from .otlp import otlp_exporter
 from .outage import QuietExporterLogs
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 # Providers of others that we added an OpenSpanProcessor to (one is enough).
 _open_span_added: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -85,7 +86,7 @@ class DropCounter:
         self._counter: Any = None
 
     def bind(self, provider: Any) -> None:
-        meter = provider.get_meter(sc.SCOPE_NAME, __version__)
+        meter = provider.get_meter(sc.SCOPE_NAME, __version__, schema_url=sc.SCHEMA_URL)
         self._counter = meter.create_counter(
             sc.METRIC_EXPORT_DROPPED, unit=sc.UNIT_ITEM,
             description="Telemetry items that could not be exported and were dropped")
@@ -234,7 +235,7 @@ class _Build:
             procs.append(batch(self._adapter(signal)))
         if signal in self.consoles:
             procs.append(batch(console()))
-        if self.asked.install and not _is_proxy(now):
+        if self.asked.install and not _exit.nobody_installed(now):
             self.existing.append((signal, getattr(now, "resource", None)))
             if signal == "traces" and now not in _open_span_added:
                 procs.append(OpenSpanProcessor())  # spans a tool leaves open
@@ -258,7 +259,7 @@ class _Build:
     def _metrics(self) -> None:
         asked, setup = self.asked, self.setup
         now = metrics.get_meter_provider()
-        is_new = not asked.install or _is_proxy(now)
+        is_new = not asked.install or _exit.nobody_installed(now)
         if not is_new and self._exported_by_installer("metrics"):
             self.existing.append(("metrics", setup.resource))  # not ours to name
             self._existing("metrics", now, "", [], "")
@@ -303,9 +304,7 @@ class _Build:
                          f"(the existing {type(now).__name__} cannot take readers), exporting"
                          + (f" to {target.endpoint}" if target else "")
                          + "; ADK's own metrics stay on the existing one")
-        from .. import tracker  # plugins built earlier (tracker imports nothing of ours)
-
-        earlier = len(tracker.trackers())
+        earlier = _exit.plugins_alive()  # plugins built before this call
         if earlier:
             self.told.append(f"{earlier} TaskTelemetryPlugin(s) built before "
                              "configure_telemetry() keep recording metrics into the existing "
@@ -333,11 +332,6 @@ def _tell_existing(told: list[str], existing: list[tuple[str, Any]], ours: Resou
         logger.warning(text)
     else:
         logger.info(text)
-
-
-def _is_proxy(provider: object) -> bool:
-    """The API's placeholder, i.e. nobody installed a provider yet."""
-    return type(provider).__name__.lstrip("_").startswith("Proxy")
 
 
 def _resource(service_name: str | None, service_version: str | None,

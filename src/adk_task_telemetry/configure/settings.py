@@ -7,6 +7,7 @@ documented in docs/configuration.md can be tested without touching any global.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import urllib.parse
@@ -14,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from .. import semconv as sc
 from . import variables as v
 
-logger = logging.getLogger("adk_task_telemetry.export")
+logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
 SIGNALS: Final = ("traces", "metrics", "logs")
 GRPC: Final = "grpc"
@@ -284,3 +286,53 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
                        name, raw, default)
         return default
     return value
+
+
+@dataclass(frozen=True)
+class PluginOptions:
+    """TaskTelemetryPlugin's options as the environment gives them (the defaults where a
+    variable is unset or bad: a bad value warns once and never stops the agent)."""
+
+    capture_arguments: bool = False
+    max_argument_length: int = 1024
+    cancel_orphans: bool = False
+    track_spawned_tasks: bool = False
+    max_open_tasks: int = 10_000
+
+
+def plugin_options(environ: Mapping[str, str] | None = None) -> PluginOptions:
+    """ADK_TASK_TELEMETRY_{CAPTURE_ARGUMENTS,MAX_ARGUMENT_LENGTH,CANCEL_ORPHANS,
+    TRACK_SPAWNED_TASKS,MAX_OPEN_TASKS}; an argument given to the plugin wins over them."""
+    env = os.environ if environ is None else environ
+    d = PluginOptions()
+
+    def flag(name: str, default: bool) -> bool:
+        raw = _get(env, name)
+        if raw is None:
+            return default
+        if raw.strip().lower() not in ("true", "false"):
+            logger.warning("adk_task_telemetry: %s=%r is not true or false; using %s",
+                           name, raw, str(default).lower())
+            return default
+        return bool(parse_bool(raw))
+
+    length = _get(env, v.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH)
+    max_arg = d.max_argument_length
+    if length is not None:
+        max_arg = -1
+        with contextlib.suppress(ValueError):
+            max_arg = int(length.replace("_", ""))
+        if max_arg < 0:
+            logger.warning("adk_task_telemetry: %s=%r is not a whole number >= 0; using %d",
+                           v.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH, length,
+                           d.max_argument_length)
+            max_arg = d.max_argument_length
+    return PluginOptions(
+        capture_arguments=flag(v.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS, d.capture_arguments),
+        max_argument_length=max_arg,
+        cancel_orphans=flag(v.ADK_TASK_TELEMETRY_CANCEL_ORPHANS, d.cancel_orphans),
+        track_spawned_tasks=flag(v.ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS,
+                                 d.track_spawned_tasks),
+        max_open_tasks=_positive_int(env, v.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS,
+                                     d.max_open_tasks),
+    )

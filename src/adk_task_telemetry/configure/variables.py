@@ -1,9 +1,11 @@
-"""Every environment variable adk-task-telemetry reads, one constant each.
+"""Every environment variable that configures adk-task-telemetry, one constant each.
 
 Only ``configure/settings.py`` reads them; docs/configuration.md lists exactly
 these (a test holds the two together). Variables the OpenTelemetry SDK reads
 itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BSP_*``,
-``OTEL_BLRP_*``, compression, certificates) are not ours and are not listed.
+``OTEL_BLRP_*``, compression, certificates) are not ours and are not listed. The
+terminal conventions ``NO_COLOR`` and ``TERM`` configure nothing of the telemetry: the
+CLI's drawing reads them (``_render.colour_wanted``; docs/cli.md).
 """
 
 from __future__ import annotations
@@ -89,6 +91,21 @@ ADK_TASK_TELEMETRY_BUFFER_LOG_RECORDS: Final = "ADK_TASK_TELEMETRY_BUFFER_LOG_RE
 """Log records held (default 20,000)."""
 ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES: Final = "ADK_TASK_TELEMETRY_BUFFER_LOG_BYTES"
 """Bytes of log records held (default 32 MiB)."""
+
+# The plugin's own options, for users who cannot pass arguments (`opentelemetry-instrument`,
+# `adk api_server --extra_plugins`), as the contrib GenAI instrumentations read content
+# capture from the environment. An argument given to TaskTelemetryPlugin wins.
+ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS: Final = "ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS"
+"""``true``: record tool arguments and results, redacted and truncated (default ``false``:
+they can hold personal data)."""
+ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH: Final = "ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH"
+"""Characters kept of a captured argument or result (default 1,024)."""
+ADK_TASK_TELEMETRY_CANCEL_ORPHANS: Final = "ADK_TASK_TELEMETRY_CANCEL_ORPHANS"
+"""``true``: cancel each orphan right after reporting it (default ``false``)."""
+ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS: Final = "ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS"
+"""``true``: strict mode, tasks a tool body spawned are reported too (default ``false``)."""
+ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: Final = "ADK_TASK_TELEMETRY_MAX_OPEN_TASKS"
+"""Tool-task records held at most; further tasks are counted as overflow (default 10,000)."""
 
 
 def otlp(signal: str | None, suffix: str) -> str:

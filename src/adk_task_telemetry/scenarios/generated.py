@@ -112,7 +112,18 @@ ADK_STUCK = 5.0
 ASYNC_TOOLS = ("sync", "fast", "slow", "fail", "flaky", "stubborn", "hang", "ticket",
                "spawn", "agent_tool")
 # ("cancel_to_error" is a tool of fixed regression specs only: one added to ASYNC_TOOLS
-# would change what every seed draws, and the FOUND seeds of the random test replay theirs.)
+# would change what every seed draws, and the FOUND seeds of the random test replay theirs.
+# The edge families below are drawn after everything else, for the same reason.)
+#: A tool that raises CancelledError by itself (issue 23: nothing cancelled its task;
+#: ADK issue 7172). Put in place of one call of an async scenario (``_draw_edges``).
+SELF_CANCEL = "give_up"
+#: Edge families (issue 23), each drawn with this chance after every other draw: a
+#: self-cancelling call, odd call ids (longer than 256 characters, non-ASCII, spaces,
+#: ids that look like another id's duplicate key), a caller that closes the stream on
+#: the first event holding a function call (``break``/``break_aclosing`` with k=1).
+P_SELF_CANCEL = 0.15
+P_ODD_IDS = 0.15
+P_CLOSE_FIRST = 0.5
 #: Tools of run_live scenarios (non_blocking where the ADK has it).
 LIVE_TOOLS = ("sync", "fast", "stream", "stubborn_stream", "non_blocking")
 #: Callers: how the caller consumes and ends the run.
@@ -167,7 +178,7 @@ class Spec:
         return self.mode == "async" and self.caller in _ENDS_BLOCKED
 
     def describe(self) -> str:
-        turns = " | ".join(",".join(f"{c.tool}#{c.call_id or '-'}" for c in t)
+        turns = " | ".join(",".join(f"{c.tool}#{_shown_id(c.call_id)}" for c in t)
                            for t in self.turns)
         overlap = (" answer=[" + ",".join(f"{c.tool}#{c.call_id}" for c in self.answer) + "]"
                    if self.answer else "")
@@ -246,6 +257,11 @@ def generate(seed: int) -> Spec:
             and not any(c.tool == "fail" for t in turns for c in t)):
         turns[0] = (*turns[0], CallSpec("ticket", ANSWERED_ID))
         answer = _draw_answer(rng)
+    # Drawn after that (issue 23), so every seed draws all of the above as before; for
+    # callers that cut a running tool, ``generate_edge`` draws them (the FOUND seeds of
+    # those callers replay theirs unchanged).
+    if mode == "async" and caller not in _ENDS_BLOCKED:
+        turns, k = _draw_edges(rng, turns, caller, k, answer)
     return Spec(seed, mode, tuple(turns), caller, k, answer)
 
 
@@ -285,6 +301,73 @@ def generate_nested_cut(seed: int) -> Spec:
     return Spec(seed, "async", tuple(turns), caller, k, nested=tuple(nested))
 
 
+def generate_edge(seed: int) -> Spec:
+    """An async scenario of the edge families (issue 23) drawn from ``seed``, with any
+    caller: ``generate`` draws them only for a few, and not beside the callers that cut
+    a running tool."""
+    rng = random.Random(f"edge-{seed}")
+    callers = [c for c in ASYNC_CALLERS if c != "abort" or compat.runner_accepts_abort_signal()]
+    caller = rng.choice(callers)
+    tools = [t for t in ASYNC_TOOLS if t != "hang" or caller in _ENDS_BLOCKED]
+    turns = _draw_turns(rng, "async", tools)
+    k = rng.randint(1, 2 * len(turns) + 1)
+    turns, k = _draw_edges(rng, turns, caller, k, (), chance=3.0)
+    return Spec(seed, "async", tuple(turns), caller, k)
+
+
+def can_self_cancel() -> bool:
+    """A tool's own CancelledError can be told from a requested cancellation
+    (``Task.cancelling``, Python 3.11 on); before, the plugin cannot tell them apart."""
+    return hasattr(asyncio.Task, "cancelling")
+
+
+def _draw_edges(rng: random.Random, turns: list[tuple[CallSpec, ...]], caller: str, k: int,
+                answer: tuple[CallSpec, ...], chance: float = 1.0
+                ) -> tuple[list[tuple[CallSpec, ...]], int]:
+    """The edge families of an async scenario: a self-cancelling call, odd call ids,
+    the stream closed on the first event holding a function call (each family's
+    chance times ``chance``)."""
+    if rng.random() < P_SELF_CANCEL * chance and not answer and can_self_cancel():
+        # Not where the first run must reach its last turn (an overlap), nor beside a
+        # nested run (whether it answers before its sibling gives up is a race).
+        n = rng.randrange(len(turns))
+        if not any(c.tool == "agent_tool" for c in turns[n]):
+            i = rng.randrange(len(turns[n]))
+            turn = list(turns[n])
+            turn[i] = CallSpec(SELF_CANCEL, turn[i].call_id)
+            turns[n] = tuple(turn)
+    if rng.random() < P_ODD_IDS * chance:
+        odd: dict[str, str] = {}
+        for call_id in [c.call_id for t in turns for c in t]:
+            if call_id is not None and call_id != ANSWERED_ID and call_id not in odd:
+                odd[call_id] = _odd_id(rng, call_id)
+        turns = [tuple(CallSpec(c.tool, odd.get(c.call_id, c.call_id) if c.call_id else None)
+                       for c in t) for t in turns]
+    if caller in ("break", "break_aclosing") and rng.random() < P_CLOSE_FIRST * chance:
+        k = 1  # the first event holds the first turn's calls: no tool has run yet
+    return turns, k
+
+
+def _odd_id(rng: random.Random, call_id: str) -> str:
+    """An id a model may give: past 256 characters, non-ASCII, with spaces, or one
+    that looks like a duplicate's key (``c1#2``). Each keeps ``call_id`` in it, so
+    distinct ids stay distinct and duplicates stay duplicates."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        return f"{call_id}-" + "x" * rng.randint(256, 600)
+    if shape == 1:
+        return f"é{call_id}-ünïcødé-" + "ÿ" * rng.randint(250, 300)
+    if shape == 2:
+        return f"{call_id} with spaces"
+    return f"{call_id}#2"
+
+
+def _shown_id(call_id: str | None) -> str:
+    if call_id is None:
+        return "-"
+    return call_id if len(call_id) <= 40 else f"{call_id[:12]}...[{len(call_id)}]"
+
+
 def generate_overlap(seed: int) -> Spec:
     """An overlap drawn from ``seed`` (every seed gives one; ``generate`` gives one for
     a few): the first run's turns from the tools that let it reach its last turn."""
@@ -309,6 +392,8 @@ class TaskTruth:
     ended_ns: int | None = None  # the task's done-callback (so after it really ended)
     body: str = "running"  # how the body ended: ok, error, cancelled
     recovered: bool = False
+    #: The body raised CancelledError by itself (nothing cancelled its task).
+    self_cancelled: bool = False
 
     @property
     def outcome(self) -> str:
@@ -582,6 +667,14 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
                 raise RuntimeError("request cancelled") from None
             return {"cancel_to_error": "ok"}
 
+    async def give_up(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Raises CancelledError by itself: its client library cancelled its own future
+        (ADK issue 7172's shape); nothing cancelled this task."""
+        with truth.body(tool_context, SELF_CANCEL) as record:
+            await asyncio.sleep(FAST + delay)
+            record.self_cancelled = True
+            raise asyncio.CancelledError
+
     async def non_blocking(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """Works in the background (a live non-blocking tool)."""
         with truth.body(tool_context, "non_blocking"):
@@ -589,7 +682,7 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
             return {"background": "done"}
 
     plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream,
-             cancel_to_error, stubborn_slow)
+             cancel_to_error, give_up, stubborn_slow)
     used = {c.tool for t in (*spec.turns, spec.answer) for c in t}
     nested_calls = spec.nested or (CallSpec("fast", "sub-call"),)
     out: list[Any] = [f for f in plain if f.__name__ in used]
@@ -651,13 +744,15 @@ class _LiveLlm(ScriptedLlm):
 
 
 def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
-    # A failing call fails the turn: its siblings wait FAIL_FIRST longer.
-    extra = FAIL_FIRST if any(c.tool == "fail" for c in calls) else 0.0
+    # A failing (or self-cancelling) call fails the turn: its siblings wait FAIL_FIRST
+    # longer.
+    failing = ("fail", SELF_CANCEL)
+    extra = FAIL_FIRST if any(c.tool in failing for c in calls) else 0.0
 
     def args(i: int, c: CallSpec) -> dict[str, Any]:
         if c.tool == "agent_tool":
             return {"request": "look it up"}
-        return {"delay": i * STAGGER + (0.0 if c.tool == "fail" else extra)}
+        return {"delay": i * STAGGER + (0.0 if c.tool in failing else extra)}
     return [types.Part(function_call=types.FunctionCall(name=c.tool, args=args(i, c),
                                                         id=c.call_id))
             for i, c in enumerate(calls)]
@@ -831,6 +926,14 @@ class _Run:
             else:
                 await self._run_live(str(session.id))
         except Exception as e:  # the run's own error, as the caller sees it
+            self.out.error = e
+            if not self.out.end_begin_ns:
+                self.out.end_begin_ns = self.last_event_ns
+        except asyncio.CancelledError as e:
+            me = asyncio.current_task()
+            if me is None or not can_self_cancel() or me.cancelling():
+                raise  # the caller's own task was cancelled
+            # A tool's own CancelledError that ADK 1.x lets out of the run: its error.
             self.out.error = e
             if not self.out.end_begin_ns:
                 self.out.end_begin_ns = self.last_event_ns
@@ -1092,6 +1195,6 @@ async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, 
 
 
 __all__ = ["ANSWER_TOOLS", "ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS",
-           "CallSpec", "Outcome", "Spec", "TaskTruth", "Truth", "generate", "generate_nested_cut",
-           "generate_overlap",
+           "SELF_CANCEL", "CallSpec", "Outcome", "Spec", "TaskTruth", "Truth", "can_self_cancel",
+           "generate", "generate_edge", "generate_nested_cut", "generate_overlap",
            "has_live_non_blocking", "normalize", "run_spec"]
