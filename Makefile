@@ -281,8 +281,64 @@ matrix:
 # Alertmanager with amtool, into $(STACK_BIN), reusing Go's module and build caches.
 STACK_BIN := .stack/bin
 
-stack-bin:
-	@echo "stack-bin: not built yet" >&2; exit 1
+# Each binary is a file target on its module's go.mod/go.sum (and generated sources), so a
+# re-run builds nothing when they are unchanged, and after `rm -rf .stack` only links (Go's
+# caches are warm). Versions: tools/stack/versions.py (read from the go.mod files and the
+# ocb manifest) is stamped into each program's --version.
+STACK_PROGRAMS := otelcol-adk jaeger prometheus promtool alertmanager amtool
+OTELCOL_DIST := deploy/otel-collector/distribution
+STACK_GO := nice go
+STACK_GOBUILD := $(STACK_GO) build -trimpath -buildvcs=false
+stack-release = $(shell $(PYTHON) tools/stack/versions.py $(1))
+stack-module = $(shell $(PYTHON) tools/stack/versions.py --module $(1))
+PROM_VERSION_PKG := github.com/prometheus/common/version
+prom-ldflags = -s -w -X $(PROM_VERSION_PKG).Version=$(1) -X $(PROM_VERSION_PKG).Revision=$(2) \
+  -X $(PROM_VERSION_PKG).Branch=go-module -X $(PROM_VERSION_PKG).BuildUser=make-stack-bin
+
+stack-bin: $(addprefix $(STACK_BIN)/,$(STACK_PROGRAMS))
+
+$(STACK_BIN)/otelcol-adk: $(OTELCOL_DIST)/go.mod $(OTELCOL_DIST)/go.sum $(wildcard $(OTELCOL_DIST)/*.go)
+	@mkdir -p $(@D)
+	cd $(OTELCOL_DIST) && $(STACK_GOBUILD) -ldflags='-s -w' -o $(CURDIR)/$@ .
+
+$(STACK_BIN)/jaeger: tools/stack/jaeger/go.mod tools/stack/jaeger/go.sum tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/jaeger && $(STACK_GOBUILD) -o $(CURDIR)/$@ \
+	  -ldflags='-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=v$(call stack-release,jaeger)' \
+	  github.com/jaegertracing/jaeger/cmd/jaeger
+
+$(STACK_BIN)/prometheus $(STACK_BIN)/promtool: $(STACK_BIN)/%: tools/stack/prometheus/go.mod tools/stack/prometheus/go.sum tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/prometheus && $(STACK_GOBUILD) -o $(CURDIR)/$@ \
+	  -ldflags='$(call prom-ldflags,$(call stack-release,prometheus),$(call stack-module,prometheus))' \
+	  github.com/prometheus/prometheus/cmd/$*
+
+AM_LDFLAGS = $(call prom-ldflags,$(call stack-release,alertmanager),$(call stack-module,alertmanager))
+
+$(STACK_BIN)/amtool: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/alertmanager && $(STACK_GOBUILD) -o $(CURDIR)/$@ -ldflags='$(AM_LDFLAGS)' \
+	  github.com/prometheus/alertmanager/cmd/amtool
+
+# cmd/alertmanager embeds ui/app/dist, which the module does not ship (npm builds it in
+# Alertmanager's release): built from a copy of the module with a placeholder there
+# (tools/stack/alertmanager/ui-dist.txt), through a go.mod that is ours plus a replace
+# (-modfile), so the UI pages are missing and everything else is the module as released.
+AM_WORK := .stack/alertmanager-src
+$(AM_WORK)/go.mod: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/alertmanager/ui-dist.txt
+	rm -rf $(AM_WORK) && mkdir -p $(AM_WORK)
+	src=$$(cd tools/stack/alertmanager && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager) && \
+	  cp -r "$$src" $(AM_WORK)/alertmanager && chmod -R u+w $(AM_WORK)/alertmanager
+	mkdir -p $(AM_WORK)/alertmanager/ui/app/dist
+	cp tools/stack/alertmanager/ui-dist.txt $(AM_WORK)/alertmanager/ui/app/dist/README.txt
+	cp tools/stack/alertmanager/go.sum $(AM_WORK)/go.sum
+	{ cat tools/stack/alertmanager/go.mod; echo; \
+	  echo 'replace github.com/prometheus/alertmanager => $(CURDIR)/$(AM_WORK)/alertmanager'; } > $@
+
+$(STACK_BIN)/alertmanager: $(AM_WORK)/go.mod tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/alertmanager && $(STACK_GOBUILD) -modfile=$(CURDIR)/$< -o $(CURDIR)/$@ \
+	  -ldflags='$(AM_LDFLAGS)' github.com/prometheus/alertmanager/cmd/alertmanager
 
 # deploy/ as users run it, every program real, on loopback (tests/stack/), once, on the
 # newest ADK.

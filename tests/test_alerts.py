@@ -1,8 +1,11 @@
-"""The Prometheus rules: promtool check/test, and what every alert must carry."""
+"""The Prometheus rules: what every alert must carry, and the rules as code.
+
+promtool (check rules, the unit tests, the runbook URL's flow through them) runs in
+tests/stack/test_rules.py and tests/stack/test_configs.py, with the promtool of the
+Prometheus 3 that `make stack-bin` builds."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +19,6 @@ from .deploy_helpers import (
     check_contract_names,
     load_module,
     load_yaml,
-    require_tool,
-    run,
 )
 
 #: The rules as code: the one source of the alert definitions.
@@ -27,18 +28,6 @@ alerts_src = load_module(DEPLOY / "prometheus" / "alerts.py", "adk_alerts_src")
 def _alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for g in load_yaml(RULES)["groups"] for r in g["rules"]
             if "alert" in r}
-
-
-def test_promtool_check_rules() -> None:
-    res = run([require_tool("promtool"), "check", "rules", str(RULES)])
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS" in res.stdout
-
-
-def test_promtool_test_rules() -> None:
-    res = run([require_tool("promtool"), "test", "rules", str(RULE_TESTS)])
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "SUCCESS" in res.stdout
 
 
 def test_every_alert_exists_with_severity_summary_description_and_runbook() -> None:
@@ -84,33 +73,6 @@ def test_first_sample_case_is_covered() -> None:
                            and t["eval_time"] in ("0m", "0s", "1m")
                            for t in case["alert_rule_test"])
     assert covered
-
-
-def test_no_test_fields_newer_than_promtool_2_42() -> None:
-    text = RULE_TESTS.read_text()
-    for field in ("fuzzy_compare", "start_timestamp"):
-        assert field not in text
-
-
-def test_the_unit_tests_catch_an_orphan_rule_without_its_first_sample_branch(
-        tmp_path: Path) -> None:
-    """Proves the promtool tests bite: drop the `unless ... offset` branch and they fail."""
-    promtool = require_tool("promtool")
-    (tmp_path / "rules").mkdir()
-    (tmp_path / "tests").mkdir()
-    rules = load_yaml(RULES)
-    for g in rules["groups"]:
-        for r in g["rules"]:
-            if r.get("alert") == "AdkToolTaskOrphaned":
-                r["expr"] = ("sum by (job, adk_app_name, gen_ai_agent_name, gen_ai_tool_name) "
-                             "(increase(adk_tool_task_orphaned_total[10m]) > 0)")
-    import yaml
-
-    (tmp_path / "rules" / RULES.name).write_text(yaml.safe_dump(rules))
-    shutil.copy(RULE_TESTS, tmp_path / "tests" / RULE_TESTS.name)
-    res = run([promtool, "test", "rules", str(tmp_path / "tests" / RULE_TESTS.name)])
-    assert res.returncode != 0
-    assert "first sample ever seen is already above zero" in res.stdout + res.stderr
 
 
 def test_runbooks_link_back_to_the_rules() -> None:
@@ -165,38 +127,6 @@ def test_the_default_base_is_this_repository_docs_path(tmp_path: Path) -> None:
                          'Repository = "https://git.example.org/a"\n'
                          'Runbooks = "https://wiki.example.org/runbooks"\n')
     assert alerts_src.default_base_url(pyproject) == "https://wiki.example.org/runbooks"
-
-
-def _render_into(tmp: Path, rules_base: str, tests_base: str) -> Path:
-    (tmp / "rules").mkdir()
-    (tmp / "tests").mkdir()
-    (tmp / "rules" / RULES.name).write_text(alerts_src.render_rules(rules_base))
-    tests = tmp / "tests" / RULE_TESTS.name
-    tests.write_text(alerts_src.render_tests(tests_base, RULE_TESTS.read_text()))
-    return tests
-
-
-def test_a_runbook_base_url_flows_into_rules_tests_and_prometheusrule(tmp_path: Path) -> None:
-    promtool = require_tool("promtool")
-    base = "https://runbooks.example.org/adk"
-    tests = _render_into(tmp_path, base, base)
-    res = run([promtool, "test", "rules", str(tests)])
-    assert res.returncode == 0, res.stdout + res.stderr
-    urls = {r["annotations"]["runbook_url"]
-            for r in load_yaml(tmp_path / "rules" / RULES.name)["groups"][0]["rules"]
-            if "alert" in r}
-    assert urls == {f"{base}/{name}.md" for name in ALERTS}
-    k8s = load_module(DEPLOY / "k8s" / "render_prometheusrule.py", "render_prometheusrule_t")
-    k8s.RULES = tmp_path / "rules" / RULES.name
-    assert f"runbook_url: {base}/AdkToolTaskStuck.md" in k8s.render()
-
-
-def test_the_unit_tests_check_the_runbook_url(tmp_path: Path) -> None:
-    """Rules written for one base, tests expecting another: promtool must fail."""
-    tests = _render_into(tmp_path, "https://a.example.org/rb", "https://b.example.org/rb")
-    res = run([require_tool("promtool"), "test", "rules", str(tests)])
-    assert res.returncode != 0
-    assert "runbook_url" in res.stdout + res.stderr
 
 
 def test_make_rules_takes_the_base_from_the_makefile_variable() -> None:

@@ -3,25 +3,84 @@
 from __future__ import annotations
 
 import copy
+import shutil
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from .deploy_helpers import DEPLOY, RULES, load_module, load_yaml, load_yaml_all, validate_k8s
+from .deploy_helpers import (
+    DEPLOY,
+    RULES,
+    load_module,
+    load_yaml,
+    load_yaml_all,
+    run,
+    validate_k8s,
+)
 
 K8S = DEPLOY / "k8s"
+EXAMPLE_AGENT = K8S / "example-agent"
+# Registries that only stand for the user's own: an image there cannot be pulled.
+PLACEHOLDER_REGISTRIES = ("registry.example.com/", "example.com/", "example.org/")
 
 
-def _docs() -> list[dict[str, Any]]:
-    kust = load_yaml(K8S / "kustomization.yaml")
-    return [d for f in kust["resources"] for d in load_yaml_all(K8S / f)]
+def _docs(folder: Path = K8S) -> list[dict[str, Any]]:
+    kust = load_yaml(folder / "kustomization.yaml")
+    return [d for f in kust["resources"] for d in load_yaml_all(folder / f)]
 
 
-def test_kustomization_lists_every_manifest() -> None:
+def _images(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """``Kind/name`` of each container -> its image, for every workload in ``docs``."""
+    return {f"{d['kind']}/{d['metadata']['name']}/{c['name']}": str(c["image"])
+            for d in docs if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet")
+            for c in d["spec"]["template"]["spec"]["containers"]}
+
+
+def test_kustomization_lists_every_manifest_of_its_folder() -> None:
     kust = load_yaml(K8S / "kustomization.yaml")
     assert kust["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kust["resources"]) == on_disk
+
+
+def test_the_default_kustomization_deploys_only_what_can_run() -> None:
+    """`kubectl apply -k deploy/k8s` must not start the example agent: its image is a
+    placeholder that no cluster can pull (4 replicas in ImagePullBackOff). Every image of
+    the default set is a public one; the example is a second, explicit step."""
+    images = _images(_docs())
+    assert images, "no workload in deploy/k8s"
+    placeholders = {k: v for k, v in images.items() if v.startswith(PLACEHOLDER_REGISTRIES)}
+    assert placeholders == {}
+    assert all(v.startswith("otel/opentelemetry-collector-contrib:") for v in images.values())
+
+
+def test_the_example_agent_is_its_own_kustomization() -> None:
+    """deploy/k8s/example-agent holds the agent Deployment (placeholder image and all);
+    applied after the default set, together they validate (namespace, gateway Service)."""
+    kust = load_yaml(EXAMPLE_AGENT / "kustomization.yaml")
+    assert kust["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
+    on_disk = {p.name for p in EXAMPLE_AGENT.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kust["resources"]) == on_disk == {"agent-example.yaml"}
+    agent = _docs(EXAMPLE_AGENT)
+    assert [d["kind"] for d in agent] == ["Deployment"]
+    assert validate_k8s(_docs() + agent) == []
+    assert "kubectl apply -k deploy/k8s/example-agent" in (DEPLOY.parent / "docs" /
+                                                         "deploy.md").read_text()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None,
+                    reason="kubectl (with its built-in kustomize) is not installed")
+def test_kubectl_kustomize_renders_both_without_the_placeholder_in_the_default() -> None:
+    default = run(["kubectl", "kustomize", str(K8S)])
+    assert default.returncode == 0, default.stderr
+    docs = [d for d in yaml.safe_load_all(default.stdout) if d]
+    assert not any(v.startswith(PLACEHOLDER_REGISTRIES) for v in _images(docs).values())
+    assert {d["kind"] for d in docs} >= {"Namespace", "Deployment", "StatefulSet"}
+    example = run(["kubectl", "kustomize", str(EXAMPLE_AGENT)])
+    assert example.returncode == 0, example.stderr
+    assert "registry.example.com/support-agent" in example.stdout
 
 
 def test_manifests_validate() -> None:
@@ -81,5 +140,5 @@ def test_prometheusrule_is_the_tested_rules_file() -> None:
 
 
 def test_every_manifest_parses_as_yaml() -> None:
-    for f in K8S.glob("*.yaml"):
+    for f in K8S.rglob("*.yaml"):
         assert load_yaml_all(f), f

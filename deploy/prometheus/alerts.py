@@ -61,7 +61,7 @@ RULES_HEADER = f"""\
 TESTS_HEADER = """\
 # promtool test rules deploy/prometheus/tests/adk-task-telemetry.test.yml
 # Every alert fires and stays silent here; AdkToolTaskOrphaned also on a first sample
-# already above zero. Fields newer than promtool 2.42 are not used.
+# already above zero. Run by the promtool of Prometheus 3 (`make stack-bin`).
 # The cases are written by hand; deploy/prometheus/alerts.py sets the runbook_url
 # they expect (`make rules`).
 """

@@ -181,10 +181,10 @@ class RunRecord:
     so this record, alive. The record is its driver's done-callback."""
 
     __slots__ = (
-        "app_name", "calls", "conversation_id", "cut_by_caller", "driver_is_run", "driver_ref",
-        "holder", "invocation_id", "nested", "older", "owner_ref", "parent_task",
-        "sibling_failed", "span", "span_end_due", "span_watched", "spawned", "start_ns", "tasks",
-        "trace_id", "tracker", "unhappy", "watched_ref",
+        "app_name", "calls", "context_attrs", "conversation_id", "cut_by_caller", "driver_is_run",
+        "driver_ref", "holder", "invocation_id", "nested", "older", "owner_ref", "parent_task",
+        "quiet", "sibling_failed", "span", "span_end_due", "span_watched", "spawned", "start_ns",
+        "tasks", "trace_id", "tracker", "unhappy", "watched_ref",
     )
 
     def __init__(self, tracker: RecordOwner, invocation_id: str, app_name: str,
@@ -195,12 +195,22 @@ class RunRecord:
         self.conversation_id = conversation_id
         self.holder: RunHolder | None = None
         self.older: RunRecord | None = None  # an earlier run still going with the same id
-        self.span: Span | None = None  # ADK's run span, where one is recording
-        # ADK's run span (recording or not) whose end ends the run (spans.watch_end).
+        # Where the run's events go: ADK's run span, where one is recording. Where the
+        # span current at the run's start is another instrumentation's (OpenInference's
+        # proxy), a non-recording stand-in with its context: our events never go on a
+        # span of someone else's, our own spans still join the run's trace.
+        self.span: Span | None = None
+        # The span (recording or not) whose end ends the run (spans.watch_end).
         self.span_watched: Span | None = None
         # ADK's run span ended while its driving task was still unwinding a cancellation:
         # the run ends (trigger run_span_end) when that task is done, or at the bound.
         self.span_end_due: asyncio.TimerHandle | None = None
+        # Started inside OpenTelemetry's suppress_instrumentation(): no span of ours
+        # and no event on any span; metrics, orphans, logs and observers as ever.
+        self.quiet = False
+        # OpenInference's context attributes (session, user, metadata, tags) set where
+        # the run started, copied onto its spans; None when none is.
+        self.context_attrs: dict[str, Any] | None = None
         self.start_ns = time.time_ns()
         self.trace_id = 0  # of the run's spans, once known
         self.driver_ref: weakref.ref[asyncio.Task[Any]] | None = None

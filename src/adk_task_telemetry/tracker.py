@@ -167,16 +167,21 @@ class Tracker:
         """before_run: a new run, the one this context and its tool tasks belong to."""
         run = self._new_run(invocation_id, app_name, conversation_id, owner)
         is_run = compat.is_adk_task(task)
+        here = otel_context.get_current()
+        run.quiet = run_spans.suppressed(here)
+        run.context_attrs = run_spans.context_attributes(here)
         if span is not None:
             ctx = span.get_span_context()
-            if span.is_recording():
-                run.span = span
-            # ADK's own run task ends with the run: that signal is exact. Else the run
-            # span's end, sampled or not (a valid context: a span of its own).
             if ctx.is_valid:
                 run.trace_id = ctx.trace_id
-                if not is_run and run_spans.watch_end(span, run, self.run_span_ended):
-                    run.span_watched = span
+                if span.is_recording() and not run.quiet:
+                    # Our events go on ADK's own run span only: another
+                    # instrumentation's (OpenInference's proxy) is only read.
+                    run.span = span if run_spans.is_adk_span(span) else NonRecordingSpan(ctx)
+                # ADK's own run task ends with the run: that signal is exact. Else the
+                # run span's end, sampled or not (a valid context: a span of its own).
+                if not is_run:
+                    run.span_watched = run_spans.watch_end(span, run, self.run_span_ended)
         self._drive(run, task, is_run)
         if self.options.track_spawned_tasks:
             strict.install_on_running_loop(self)
@@ -421,7 +426,8 @@ class Tracker:
         try:
             found = unanswered_calls(run, trigger)
             if found:
-                report_unanswered(run, found, self.tracer, self.metrics)
+                report_unanswered(run, found, _NO_SPANS if run.quiet else self.tracer,
+                                  self.metrics)
                 if observe.observers:
                     for call, _author in found:
                         self._tell(call)
@@ -734,14 +740,19 @@ class Tracker:
                     span.set_attribute(sc.ERROR_TYPE, etype)
             return span
         parent_ctx = trace.get_current_span(record.parent).get_span_context()
-        if parent_ctx.is_valid and not parent_ctx.trace_flags.sampled and self._drops():
-            # The sampler drops a child of an unsampled parent: no attribute work.
+        run = record.run
+        if run.quiet or (parent_ctx.is_valid and not parent_ctx.trace_flags.sampled
+                         and self._drops()):
+            # Suppressed instrumentation, or a sampler that drops a child of an
+            # unsampled parent: no span, no attribute work (the context is the parent's).
             span = NonRecordingSpan(parent_ctx)
         else:
-            run, identity = record.run, record.identity
+            identity = record.identity
             attrs: dict[str, Any] = {**record.series.span_attrs,
                                      sc.GEN_AI_TOOL_CALL_ID: record.call_id,
                                      sc.ADK_INVOCATION_ID: run.invocation_id}
+            if run.context_attrs:
+                attrs.update(run.context_attrs)
             if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
                 attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
             if run.conversation_id:
@@ -923,6 +934,8 @@ def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
 
 
 _TRACKERS: weakref.WeakSet[Tracker] = weakref.WeakSet()
+#: The tracer of a run started under suppress_instrumentation(): makes no span.
+_NO_SPANS = trace.NoOpTracer()
 
 
 def shutdown_all() -> int:
