@@ -9,7 +9,8 @@ ADK_NEWEST := $(firstword $(ADK_VERSIONS))
 # also run on a spread of older minors in `make test`, and on the latest patch of every
 # minor since 1.14 (the first release with App) in `make matrix`.
 LIFECYCLE_TESTS := tests/test_adk_compat.py tests/test_live_hooks.py \
-  tests/test_plugin_lifecycle.py tests/test_call_ledger.py $(wildcard tests/test_lifecycle_random.py)
+  tests/test_plugin_lifecycle.py tests/test_call_ledger.py $(wildcard tests/test_lifecycle_random.py) \
+  tests/test_nested_cut.py tests/test_sourceless_install.py
 ADK_SPREAD ?= 1.14.1 1.20.0 1.33.0 2.0.0 2.5.0 2.9.2
 ADK_MINORS ?= 1.14.1 1.15.1 1.16.0 1.17.0 1.18.0 1.19.0 1.20.0 1.21.0 1.22.1 1.23.0 \
   1.24.1 1.25.1 1.26.0 1.27.5 1.28.1 1.29.0 1.30.0 1.31.1 1.32.0 1.33.0 1.34.3 1.35.2 \

@@ -10,7 +10,9 @@ Strict, whatever the timing:
     a duplicate id of one tool by start order);
   * a task still pending once the run and ADK's teardown were over (a real
     orphan) is reported orphaned, exactly once;
-  * a task that ended before the caller ended the run is not reported orphaned;
+  * a task that ended before the caller ended the run is not reported orphaned, nor
+    one already done when the task the caller cut (its timeout's, its cancelled
+    consumer) was: the caller sees the run end then (``Outcome.done_at_cut``);
   * no orphan report is dated after the task's own record of its end (the
     task's done-callback, so at or after its real end): the plugin reported a
     task that had already ended;
@@ -119,6 +121,13 @@ def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
                     problems.append(f"{where}: reported orphaned but it ended "
                                     f"{(outcome.end_begin_ns - task.ended_ns) / 1e6:.1f} ms "
                                     f"before the caller ended the run ({task.outcome})")
+                elif any(t is task for t in outcome.done_at_cut):
+                    problems.append(f"{where}: reported orphaned but it was done when the "
+                                    f"caller saw its run end ({task.outcome}; reported "
+                                    f"{(outcome.cut_seen_ns - reports[0].timestamp) / 1e6:.2f}"
+                                    " ms before)" if reports else
+                                    f"{where}: reported orphaned but it was done when the "
+                                    f"caller saw its run end ({task.outcome})")
                 elif reports and reports[0].timestamp > task.ended_ns:
                     problems.append(f"{where}: reported orphaned "
                                     f"{(reports[0].timestamp - task.ended_ns) / 1e6:.1f} ms "

@@ -24,6 +24,7 @@ from adk_task_telemetry.scenarios.generated import (
     Spec,
     generate,
     generate_edge,
+    generate_nested_cut,
     generate_overlap,
     run_spec,
 )
@@ -200,6 +201,17 @@ N_OVERLAP = max(10, N // 5)
 async def test_random_overlapping_runs(seed: int, telemetry: Telemetry,
                                        caplog: pytest.LogCaptureFixture) -> None:
     await _run_and_check(generate_overlap(seed), telemetry, caplog)
+
+
+#: Nested-run cuts (issue 23): a caller cuts the run while an AgentTool's nested run
+#: works; drawn on their own, so ``generate``'s seeds draw what they drew.
+N_NESTED_CUT = max(10, N // 5)
+
+
+@pytest.mark.parametrize("seed", range(SEED, SEED + N_NESTED_CUT), ids=lambda s: f"nested{s}")
+async def test_random_nested_run_cuts(seed: int, telemetry: Telemetry,
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    await _run_and_check(generate_nested_cut(seed), telemetry, caplog)
 
 
 #: The edge families (issue 23): self-cancelling calls, odd call ids, the stream closed on

@@ -206,6 +206,10 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
               "alone (`make install-check` shows it with pip's own resolver). On a google-adk",
               "newer than the newest tested one, the plugin logs one INFO line saying so and",
               "keeps working: every difference it relies on is probed by feature.",
+              "On an install of google-adk without its source files (`.pyc` only: slim",
+              "images, bundlers), the probes that read ADK's source answer what *Where each",
+              "behaviour holds* records for the installed release, and the plugin logs one",
+              "WARNING naming them (`adk_compat.decided_without_source()`).",
               "`[export]` still works: it is the `prometheus` extra under its old name."]
     lines += ["", "## Python", "",
               "The lifecycle tests with the newest google-adk on each interpreter:", ""]

@@ -1,9 +1,12 @@
 """Everything that differs between the google-adk versions we support, in one place.
 
 Supported: google-adk 1.14 (the first release with ``App``) and newer. Every
-difference is detected by feature (a field, a method, a module), never by version
-number; ``make matrix`` checks each probe on the latest patch of every minor since
-1.14 (docs/versions.md). Everything here reads ADK state defensively: a shape we do
+difference is detected by feature (a field, a method, a module, ADK's own source),
+not by version number; ``make matrix`` checks each probe on the latest patch of every
+minor since 1.14 (docs/versions.md). The one exception: where a probe must read ADK's
+source and the install has none (``.pyc`` only: slim images, bundlers), that probe
+answers what docs/versions.md records for the installed release (KNOWN_FACTS), and
+the plugin says so once. Everything here reads ADK state defensively: a shape we do
 not recognise yields ``None``, never an exception.
 """
 
@@ -39,7 +42,8 @@ try:
     ADK_VERSION_STRING = version("google-adk")
 except PackageNotFoundError:  # pragma: no cover - ADK is a dependency
     ADK_VERSION_STRING = "0.0.0"
-#: For display and for the "newer than tested" note only: no behaviour depends on it.
+#: For display, the "newer than tested" note, and the answer of a probe that cannot
+#: read ADK's source (KNOWN_FACTS); no other behaviour depends on it.
 ADK_VERSION = _parse(ADK_VERSION_STRING)
 
 #: The newest google-adk release this package was tested on (the Makefile's ADK_NEWEST).
@@ -75,16 +79,52 @@ def _has_module(name: str) -> bool:
         return False
 
 
-def _source_mentions(module: str, func: str, text: str) -> bool | None:
-    """Whether ADK function ``module.func`` (``Class.method`` too) mentions ``text``;
-    None if it is not there."""
+#: What each probe that reads ADK's source answers on each release, as docs/versions.md
+#: records it (*Where each behaviour holds*), by the installed version: the answer
+#: when the function is there but its source is not (an install of ``.pyc`` files
+#: only). An unknown version (no distribution metadata) is taken for the newest tested.
+KNOWN_FACTS: dict[str, Callable[[tuple[int, int, int]], bool]] = {
+    "live_calls_run_plugin_callbacks": lambda v: v >= (1, 27, 0),
+    "live_tool_hook": lambda v: v < (1, 27, 0),
+    "live_send_loop_polls": lambda v: v < (1, 22, 0),
+    "failed_call_cancels_siblings": lambda v: v >= (1, 32, 0),
+    "agent_tool_keeps_app_name": lambda v: v >= (1, 17, 0),
+}
+#: Probes answered from KNOWN_FACTS because ADK's source was not there, with the answer.
+_without_source: dict[str, bool] = {}
+
+
+def _known_fact(probe: str) -> bool:
+    release = ADK_VERSION if ADK_VERSION > (0, 0, 0) else _parse(NEWEST_TESTED_ADK)
+    answer = KNOWN_FACTS[probe](release)
+    _without_source[probe] = answer
+    return answer
+
+
+def _source_probe(probe: str, module: str, func: str,
+                  decide: Callable[[str | None], bool]) -> bool:
+    """``decide(source)`` of ADK's ``module.func`` (``Class.method`` too; source None:
+    it is not there, a later layout). The only place the package reads ADK's source:
+    where the function is there and its source is not, the answer is the release's
+    recorded fact (KNOWN_FACTS[probe])."""
     try:
         fn: Any = importlib.import_module(module)
         for name in func.split("."):
             fn = getattr(fn, name)
-        return text in inspect.getsource(fn)
-    except Exception:  # moved, renamed, or no source
-        return None
+    except Exception:  # moved or renamed
+        return decide(None)
+    try:
+        source = inspect.getsource(fn)
+    except Exception:  # compiled only (OSError), or not a source-backed object
+        return _known_fact(probe)
+    return decide(source)
+
+
+def decided_without_source() -> dict[str, bool]:
+    """The probes that could not read ADK's source (an install of ``.pyc`` files only)
+    and answered from the release's recorded facts, with their answers; empty on a
+    normal install."""
+    return dict(_without_source)
 
 
 def _has_function(module: str, name: str) -> bool:
@@ -134,8 +174,9 @@ LIVE_TEARDOWN_CANCELS_BACKGROUND_TOOLS = HAS_STOP_BACKGROUND_TOOL_TASKS or _has_
 #: before that ADK calls no plugin tool callback for a live call, so the plugin cannot
 #: see live tool tasks at all). Read from ADK's live call path where it has the old
 #: shape; later layouts (2.9 on) moved it and always call the plugins.
-LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_mentions(
-    _FUNCTIONS, "_execute_single_function_call_live", "run_before_tool_callback") is not False
+LIVE_CALLS_RUN_PLUGIN_CALLBACKS = _source_probe(
+    "live_calls_run_plugin_callbacks", _FUNCTIONS, "_execute_single_function_call_live",
+    lambda src: src is None or "run_before_tool_callback" in src)
 #: ADK runs a live run's agent in a task of its own that ends when the run does
 #: (``_merge_live_event_streams``: a ``Runner`` method from 2.8, in
 #: ``google.adk.live._runner_utils`` from 2.11), so the plugin sees the end of every
@@ -154,39 +195,36 @@ LIVE_RUN_END_HOOK = not LIVE_RUN_HAS_OWN_TASK and _shape(
 LIVE_TOOL_HOOK = not LIVE_CALLS_RUN_PLUGIN_CALLBACKS and _shape(
     _FUNCTIONS, None, "_process_function_live_helper", inspect.iscoroutinefunction,
     ("tool", "tool_context", "function_call", "function_args", "invocation_context")
-) and _source_mentions(_FUNCTIONS, "_execute_single_function_call_live",
-                       "_process_function_live_helper(") is True
+) and _source_probe("live_tool_hook", _FUNCTIONS, "_execute_single_function_call_live",
+                   lambda src: src is not None and "_process_function_live_helper(" in src)
 #: A live run's send loop polls the request queue with ``asyncio.wait_for(...,
 #: timeout)`` (1.14 to 1.21). On Python before 3.12 that ``wait_for`` can swallow the
 #: cancel ADK's teardown sends when it lands as a poll times out: the loop goes on, and
 #: the caller's ``aclose()`` of the live run never returns (with or without plugins).
-LIVE_SEND_LOOP_POLLS = _source_mentions(
-    "google.adk.flows.llm_flows.base_llm_flow", "BaseLlmFlow._send_to_model",
-    "asyncio.wait_for(") is True
+LIVE_SEND_LOOP_POLLS = _source_probe(
+    "live_send_loop_polls", "google.adk.flows.llm_flows.base_llm_flow",
+    "BaseLlmFlow._send_to_model", lambda src: src is not None and "asyncio.wait_for(" in src)
 #: What the plugin sees on a live run, with the hooks where ADK needs them: every live
 #: tool call, and the run's end (every release since 1.14).
 LIVE_CALLS_SEEN = LIVE_CALLS_RUN_PLUGIN_CALLBACKS or LIVE_TOOL_HOOK
 LIVE_RUN_END_SEEN = LIVE_RUN_HAS_OWN_TASK or LIVE_RUN_END_HOOK
 
 
-def _failed_call_cancels_siblings() -> bool:
-    # Before 1.32 the function gathers the call tasks itself and cancels none when one
-    # raises; later layouts cancel them (2.9 on: it delegates to a batch executor).
-    gathers = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", "asyncio.gather(")
-    cancels = _source_mentions(_FUNCTIONS, "handle_function_call_list_async", ".cancel()")
-    return not (gathers and not cancels)
-
-
 #: A failed parallel call cancels its siblings (from 1.32; before that they keep
-#: running after the step raised).
-FAILED_CALL_CANCELS_SIBLINGS = _failed_call_cancels_siblings()
+#: running after the step raised). Before 1.32 the function gathers the call tasks
+#: itself and cancels none when one raises; later layouts cancel them (2.9 on: it
+#: delegates to a batch executor).
+FAILED_CALL_CANCELS_SIBLINGS = _source_probe(
+    "failed_call_cancels_siblings", _FUNCTIONS, "handle_function_call_list_async",
+    lambda src: src is None or "asyncio.gather(" not in src or ".cancel()" in src)
 #: ``Runner.close()`` closes the plugins (``PluginManager.close``, from 1.19).
 RUNNER_CLOSES_PLUGINS = _has_attr(
     "google.adk.plugins.plugin_manager", "PluginManager", "close")
 #: A nested ``AgentTool`` run belongs to the parent's app (from 1.17; before that its
 #: app name is the child agent's name).
-AGENT_TOOL_KEEPS_APP_NAME = _source_mentions(
-    "google.adk.tools.agent_tool", "AgentTool", "app_name=self.agent.name") is not True
+AGENT_TOOL_KEEPS_APP_NAME = _source_probe(
+    "agent_tool_keeps_app_name", "google.adk.tools.agent_tool", "AgentTool",
+    lambda src: src is None or "app_name=self.agent.name" not in src)
 
 
 def features() -> dict[str, bool]:
@@ -223,8 +261,10 @@ def note_untested_adk() -> None:
     """Logs once per process (INFO) that the installed ADK is newer than any tested.
 
     The plugin keeps working: every difference it relies on is probed by feature.
+    Also where the note of probes decided without ADK's source is made (once).
     """
     global _newer_noted
+    note_decided_without_source()
     if _newer_noted or not is_newer_than_tested():
         return
     _newer_noted = True
@@ -232,6 +272,26 @@ def note_untested_adk() -> None:
         "adk_task_telemetry: google-adk %s is newer than the newest tested (%s); "
         "features detected: %s", ADK_VERSION_STRING, NEWEST_TESTED_ADK,
         ", ".join(f"{k}={v}" for k, v in features().items()))
+
+
+_source_noted = False
+
+
+def note_decided_without_source() -> None:
+    """Logs once per process (one WARNING) which probes found no ADK source to read and
+    what they answered from the release's recorded facts: a detection the plugin could
+    not make is never silent."""
+    global _source_noted
+    if _source_noted or not _without_source:
+        return
+    _source_noted = True
+    release = ADK_VERSION_STRING if ADK_VERSION > (0, 0, 0) else (
+        f"of unknown version (taken for {NEWEST_TESTED_ADK})")
+    logger.warning(
+        "adk_task_telemetry: google-adk %s is installed without its source files; "
+        "%d feature probe(s) answered from what docs/versions.md records for that "
+        "release: %s", release, len(_without_source),
+        ", ".join(f"{k}={v}" for k, v in sorted(_without_source.items())))
 
 
 def runner_accepts_abort_signal() -> bool:
@@ -541,6 +601,15 @@ def kinds_ended_by(trigger: str, driver_is_run: bool) -> frozenset[str] | None:
     if trigger == _sc.EndTrigger.RUN_TASK_DONE and not driver_is_run:
         return STEP_KINDS
     return None
+
+
+def cancellation_unwinds_step(error: BaseException | None) -> bool:
+    """ADK's run span ended with ``error`` passing through it: a cancellation (a
+    caller's timeout, a cancelled consumer) unwinds the task driving the run. ADK 1.x's
+    step ``gather`` returns at its first cancelled child, so the span may end while the
+    step's other tool tasks still unwind their own cancellation (an AgentTool's nested
+    run takes a few loop turns): the run is over when that driving task is done."""
+    return isinstance(error, asyncio.CancelledError)
 
 
 def caller_closed_run() -> bool:

@@ -217,6 +217,8 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
         result.started, result.ended, result.orphaned, result.orphans_alive = (
             _metric_totals(reader) if reader is not None else _span_totals(result.tasks))
         result.plugin_errors = plugin.internal_errors - errors_before
+        result.failure = result.failure or unseen_calls(
+            sorted(c for c in probed if "/" not in c), result.started)
     finally:
         if run is not None:
             await run.probe.cleanup()
@@ -224,6 +226,19 @@ async def _run_one(name: str, export: _Export | None = None) -> render.Result:
         for provider in owned:
             provider.shutdown()
     return result
+
+
+def unseen_calls(calls_ran: Sequence[str], started: int) -> str | None:
+    """Why a scenario fails when its tools ran calls (by their own record,
+    ``calls_ran``: call ids) and the plugin saw no tool task start: a plugin blind on
+    this install (a probe answered wrong, a hook not in place) would otherwise pass
+    as CLEAN having watched nothing. None when there is nothing to say."""
+    if not calls_ran or started:
+        return None
+    shown = ", ".join(calls_ran[:3]) + (", ..." if len(calls_ran) > 3 else "")
+    return (f"the plugin saw no tool task, though the scenario's tools ran "
+            f"{len(calls_ran)} call{'s' if len(calls_ran) != 1 else ''} ({shown}): "
+            "it cannot watch tool tasks on this install")
 
 
 ProgressFn = Callable[[int, int, str, "render.Result | None"], None]
@@ -663,6 +678,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         verdict = style.paint("clean", f"PASS: no orphaned tool tasks in {len(results)} "
                                        f"scenarios on {adk}")
     print(f"\n{verdict}", file=out)
+    guessed = adk_compat.decided_without_source()
+    if guessed:
+        print(style.paint("dim", f"note: google-adk is installed without source files; "
+                                 f"{len(guessed)} feature probes answered from the "
+                                 "release's recorded facts (docs/versions.md)"), file=out)
     unanswered = sum(len(r.unanswered) for r in results)
     if unanswered:
         print(style.paint("dim", f"note: {unanswered} function call"

@@ -182,9 +182,9 @@ class RunRecord:
 
     __slots__ = (
         "app_name", "calls", "context_attrs", "conversation_id", "cut_by_caller", "driver_is_run",
-        "driver_ref", "holder", "invocation_id", "nested", "older", "owner_ref", "quiet",
-        "sibling_failed", "span", "span_watched", "spawned", "start_ns", "tasks", "trace_id",
-        "tracker", "unhappy", "watched_ref",
+        "driver_ref", "holder", "invocation_id", "nested", "older", "owner_ref", "parent_task",
+        "quiet", "sibling_failed", "span", "span_end_due", "span_watched", "spawned", "start_ns",
+        "tasks", "trace_id", "tracker", "unhappy", "watched_ref",
     )
 
     def __init__(self, tracker: RecordOwner, invocation_id: str, app_name: str,
@@ -202,6 +202,9 @@ class RunRecord:
         self.span: Span | None = None
         # The span (recording or not) whose end ends the run (spans.watch_end).
         self.span_watched: Span | None = None
+        # ADK's run span ended while its driving task was still unwinding a cancellation:
+        # the run ends (trigger run_span_end) when that task is done, or at the bound.
+        self.span_end_due: asyncio.TimerHandle | None = None
         # Started inside OpenTelemetry's suppress_instrumentation(): no span of ours
         # and no event on any span; metrics, orphans, logs and observers as ever.
         self.quiet = False
@@ -220,6 +223,8 @@ class RunRecord:
         self.sibling_failed = False
         self.cut_by_caller = False  # the caller left before the run finished
         self.nested = False  # started inside a tool task of ours (an AgentTool's run)
+        # That tool task's record: orphaned, it takes this run with it (its end).
+        self.parent_task: TaskRecord | None = None
         # ADK's invocation context, weakly; its death ends a run no signal ended.
         self.owner_ref: weakref.ref[Any] | None = None
         # The call ledger: function calls this run made (seen in its events) with no

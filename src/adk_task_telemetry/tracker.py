@@ -69,6 +69,9 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 STACKS_PER_SWEEP = 100
 _FAILURES_LOGGED = 10
 _DROPS_UNSAMPLED_CHILD = "localParentNotSampled:AlwaysOffSampler"
+#: At most this long after ADK's run span ended with a cancellation unwinding in the
+#: run's driving task, the run ends even if that task goes on (docs/telemetry.md).
+UNWIND_GRACE_S = 1.0
 #: Spawned tasks kept per run (strict mode) before finished ones are pruned.
 _PRUNE_SPAWNED_AT = 64
 #: Triggers that mean the caller stopped the run before it finished (the reason of
@@ -97,6 +100,8 @@ class Tracker:
         # Invocation id -> its newest run; older runs of the same id still going hang
         # off it (``RunRecord.older``). Read only when the context variable cannot say.
         self._runs: dict[str, RunRecord] = {}
+        #: Runs started inside a tool task of ours and not ended (AgentTool runs): few.
+        self._nested: set[RunRecord] = set()
         self._orphans: set[TaskRecord] = set()  # ORPHANED records: their tasks still run
         self._open = 0  # OPEN records (what max_open_tasks bounds)
         self._overflowed = 0
@@ -191,7 +196,10 @@ class Tracker:
         # A run started inside a tool task of ours (an AgentTool's sub-agent): its
         # session is thrown away with it; the AgentTool's own call is the one the
         # user's session keeps. Not ledgered.
-        run.nested = self._inside_tool_task()
+        run.parent_task = self.current()
+        run.nested = run.parent_task is not None
+        if run.nested:
+            self._nested.add(run)
         run.older = self._runs.get(invocation_id)
         self._runs[invocation_id] = run
         if owner is not None:
@@ -277,17 +285,44 @@ class Tracker:
             if run.watched_ref is not None and run.watched_ref() is task:
                 run.watched_ref = None
             if task is run.driver and not run.ended:
-                self._end_run(run, sc.EndTrigger.RUN_TASK_DONE)
+                self._end_run(run, sc.EndTrigger.RUN_SPAN_END if run.span_end_due is not None
+                              else sc.EndTrigger.RUN_TASK_DONE)
         except Exception:
             self.failed("run-task end")
 
     def run_span_ended(self, run: RunRecord, error: BaseException | None) -> None:
         """ADK's own run span ended (spans.watch_end), with ``error`` passing through
-        it: the run is over; the caller cut it unless the run raised."""
+        it: the run is over; the caller cut it unless the run raised.
+
+        Where a cancellation passes through it, in the task driving the run, while a
+        task of the run has not finished (ADK 1.x: a step's ``gather`` returns at its
+        first cancelled child, the others still unwinding), the run is over when that
+        driving task is: its caller sees the run end then. The run ends (trigger
+        ``run_span_end``) at the driving task's end, or after ``UNWIND_GRACE_S`` if the
+        task goes on (a caller that swallowed the cancellation)."""
         try:
             run.span_watched = None
+            if run.ended:
+                return
+            run.cut_by_caller = not isinstance(error, Exception)
+            here = _current_task()
+            if (compat.cancellation_unwinds_step(error) and here is not None and any(
+                    r.task is not None and not r.task.done() for r in run.tasks.values())):
+                # The span ends in the run's generator: this task drives the run now
+                # (a wait_for around each event reads it in a task not seen yet).
+                if here is not run.driver:
+                    self._drive(run, here, run.driver_is_run)
+                run.span_end_due = here.get_loop().call_later(
+                    UNWIND_GRACE_S, self._span_end_due, run)
+                self._watch(run)  # its done-callback ends the run
+                return
+            self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
+        except Exception:
+            self.failed("run-span end")
+
+    def _span_end_due(self, run: RunRecord) -> None:
+        try:
             if not run.ended:
-                run.cut_by_caller = not isinstance(error, Exception)
                 self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
         except Exception:
             self.failed("run-span end")
@@ -358,8 +393,13 @@ class Tracker:
         if run.span_watched is not None:
             run_spans.unwatch_end(run.span_watched)
             run.span_watched = None
+        if run.span_end_due is not None:
+            run.span_end_due.cancel()
+            run.span_end_due = None
         run.span = None
         run.owner_ref = None
+        run.parent_task = None
+        self._nested.discard(run)
 
     def _forget(self, run: RunRecord) -> None:
         """Takes an ending run out of every index and watch."""
@@ -770,6 +810,14 @@ class Tracker:
                                 record.cancel_cause if record.waiting_for_work else None,
                                 trigger=trigger, stacktrace=stack))
         self._watch_orphan(record, task)
+        self._end_nested(record, trigger)
+
+    def _end_nested(self, record: TaskRecord, trigger: str) -> None:
+        """Runs started inside ``record``'s task (an AgentTool's nested run) that still go
+        on when it is orphaned end with it (same trigger): they belong to the run that
+        left it behind, and their tasks still running are its orphans too."""
+        for run in [r for r in self._nested if r.parent_task is record and not r.ended]:
+            self._end_run(run, trigger)
 
     def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         """Strict mode: ``task`` was created inside ``record``'s tool task."""
@@ -826,6 +874,13 @@ class Tracker:
         if task is not None:
             task.remove_done_callback(record)
         _shed(record)
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return None
 
 
 def _shed(record: TaskRecord, keep_span: bool = False) -> None:

@@ -74,7 +74,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from .. import adk_compat as compat
-from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, call, text
+from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, text
 
 APP_NAME = "generated"
 USER_ID = "user"
@@ -93,6 +93,9 @@ STAGGER = 0.003
 FAIL_FIRST = 0.1
 HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
 STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
+#: A tool that keeps working this long after its cancellation (``stubborn_slow``): an
+#: orphan however long the run's end takes to be seen (issue 23).
+STUBBORN_SLOW_CLEANUP = 0.3
 STREAM_TICK = 0.01
 SPAWNED = 0.2
 RUN_TIMEOUT = 0.4
@@ -164,6 +167,10 @@ class Spec:
     #: while the first run's model works on its last turn (which waits for a tool of
     #: the second run to start). On ADK 2.x both runs have one invocation id.
     answer: tuple[CallSpec, ...] = ()
+    #: The calls of the nested run's one tool turn (``agent_tool``'s sub-agent); empty:
+    #: one ``fast`` call. A nested-run cut (``generate_nested_cut``) makes it slow enough
+    #: that the caller's timeout cuts the run while the nested run works.
+    nested: tuple[CallSpec, ...] = ()
 
     @property
     def blocking(self) -> bool:
@@ -175,7 +182,10 @@ class Spec:
                            for t in self.turns)
         overlap = (" answer=[" + ",".join(f"{c.tool}#{c.call_id}" for c in self.answer) + "]"
                    if self.answer else "")
-        return f"seed={self.seed} {self.mode} caller={self.caller} k={self.k} [{turns}]{overlap}"
+        nested = (" nested=[" + ",".join(f"{c.tool}#{c.call_id}" for c in self.nested) + "]"
+                  if self.nested else "")
+        return (f"seed={self.seed} {self.mode} caller={self.caller} k={self.k} "
+                f"[{turns}]{overlap}{nested}")
 
 
 def _draw_turns(rng: random.Random, mode: str, tools: Sequence[str]
@@ -253,6 +263,42 @@ def generate(seed: int) -> Spec:
     if mode == "async" and caller not in _ENDS_BLOCKED:
         turns, k = _draw_edges(rng, turns, caller, k, answer)
     return Spec(seed, mode, tuple(turns), caller, k, answer)
+
+
+#: Callers of a nested-run cut: each ends the run while the nested run works.
+NESTED_CUT_CALLERS = ("timeout_run", "timeout_event", "cancel", "abort")
+#: Tools of the nested run in a nested-run cut: one that blocks (hang, stubborn) always.
+NESTED_BLOCKING = ("hang", "stubborn", "stubborn_slow")
+NESTED_OTHERS = ("fast", "slow", "sync")
+#: Siblings of the AgentTool call in the cut turn.
+NESTED_SIBLINGS = ("hang", "stubborn", "stubborn_slow", "fast", "slow", "sync")
+
+
+def generate_nested_cut(seed: int) -> Spec:
+    """A nested-run cut drawn from ``seed`` (issue 23): a turn calls ``agent_tool``, whose
+    nested run blocks in a tool of its own, beside zero to three siblings; the caller
+    (a timeout around the run or each event, a cancelled consumer, the abort signal)
+    ends the run while the nested run works. On ADK 1.x the step's ``gather`` returns
+    at its first cancelled child while the nested run still unwinds. ``stubborn_slow``
+    keeps working 300 ms after its cancellation: an orphan however that ends."""
+    rng = random.Random(f"nested-cut-{seed}")
+    callers = [c for c in NESTED_CUT_CALLERS
+               if c != "abort" or compat.runner_accepts_abort_signal()]
+    caller = rng.choice(callers)
+    turns: list[tuple[CallSpec, ...]] = []
+    if rng.random() < 0.3:
+        turns.append((CallSpec(rng.choice(("fast", "sync")), "c0"),))
+    siblings = [CallSpec(rng.choice(NESTED_SIBLINGS), f"c{i + 2}")
+                for i in range(rng.randint(0, 3))]
+    cut = [CallSpec("agent_tool", "c1"), *siblings]
+    rng.shuffle(cut)
+    turns.append(tuple(cut))
+    nested = [CallSpec(rng.choice(NESTED_BLOCKING), "s1"),
+              *(CallSpec(rng.choice(NESTED_OTHERS), f"s{i + 2}")
+                for i in range(rng.randint(0, 2)))]
+    rng.shuffle(nested)
+    k = 2 * len(turns) - 1 if caller == "abort" else 1  # the cut turn's call event
+    return Spec(seed, "async", tuple(turns), caller, k, nested=tuple(nested))
 
 
 def generate_edge(seed: int) -> Spec:
@@ -437,6 +483,13 @@ class Outcome:
     #: The caller cut the run short (its timeout fired, or it cancelled its consumer
     #: mid-run): where it cuts is timing, not the scenario.
     cut: bool = False
+    #: When the task the caller cancelled to cut the run (its timeout's, its consumer)
+    #: was done: its own first done-callback, added before ADK or a plugin could add
+    #: one. The caller sees the run end then. 0 where the caller cut nothing.
+    cut_seen_ns: int = 0
+    #: The tool tasks already done at that moment (looked at in that callback): they
+    #: ended inside the run, however late their own done-callbacks run.
+    done_at_cut: list[TaskTruth] = field(default_factory=list)
     #: Call ids pending at ``end_ns`` (one entry per task: duplicates repeat).
     real_orphans: list[TaskTruth] = field(default_factory=list)
     #: Where ADK did not let go of a run the caller had cancelled or closed within
@@ -561,6 +614,18 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
                 raise
             return {"stubborn": "ok"}
 
+    async def stubborn_slow(delay: float, tool_context: ToolContext) -> dict[str, str]:
+        """Keeps working STUBBORN_SLOW_CLEANUP after it is cancelled, then stops."""
+        with truth.body(tool_context, "stubborn_slow"):
+            if blocking:
+                truth.blocked.set()
+            try:
+                await asyncio.sleep(stubborn_wait + delay)
+            except asyncio.CancelledError:
+                await asyncio.sleep(STUBBORN_SLOW_CLEANUP)
+                raise
+            return {"stubborn_slow": "ok"}
+
     def ticket(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """Opens a ticket a human resolves later (long-running)."""
         with truth.body(tool_context, "ticket"):
@@ -617,8 +682,9 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
             return {"background": "done"}
 
     plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream,
-             cancel_to_error, give_up)
+             cancel_to_error, give_up, stubborn_slow)
     used = {c.tool for t in (*spec.turns, spec.answer) for c in t}
+    nested_calls = spec.nested or (CallSpec("fast", "sub-call"),)
     out: list[Any] = [f for f in plain if f.__name__ in used]
     if "ticket" in used:
         out.append(LongRunningFunctionTool(ticket))
@@ -628,10 +694,10 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
         tool.response_scheduling = types.FunctionResponseScheduling.WHEN_IDLE  # type: ignore[attr-defined]
         out.append(tool)
     if "agent_tool" in used:
-        sub_model = ScriptedLlm(turns=[[call("fast", "sub-call", delay=0.0)], [text("found")]],
-                                repeat=True)
+        sub_model = ScriptedLlm(turns=[_parts(nested_calls), [text("found")]], repeat=True)
+        sub_tools = {c.tool for c in nested_calls}
         sub = LlmAgent(name="agent_tool", description="Looks things up.", model=sub_model,
-                       instruction="scripted", tools=[fast])
+                       instruction="scripted", tools=[f for f in plain if f.__name__ in sub_tools])
         agent_tool = _TruthAgentTool(agent=sub)
         agent_tool._truth = truth
         out.append(agent_tool)
@@ -801,13 +867,28 @@ class _Run:
         settled (``_settle``) instead of waited for without end. As with wait_for, what
         the cancelled task ended with anyway (a result, an error) is what it returns."""
         task = asyncio.ensure_future(aw)
+        seen = self._seen_end(task)
         done, _ = await asyncio.wait([task], timeout=timeout)
         if not done:
             task.cancel()
             await self._settle(task, what)
+            self._note_cut(seen)
             if not task.done() or task.cancelled():
                 raise asyncio.TimeoutError
         return task.result()
+
+    def _seen_end(self, task: asyncio.Future[Any]) -> list[tuple[int, list[TaskTruth]]]:
+        """When ``task`` is done, and which tool tasks were done by then (filled by its
+        first done-callback: added here, right after it was made, before anything else
+        could add one)."""
+        seen: list[tuple[int, list[TaskTruth]]] = []
+        task.add_done_callback(lambda _t: seen.append(
+            (time.time_ns(), [t for t in self.truth.tasks if t.task.done()])))
+        return seen
+
+    def _note_cut(self, seen: list[tuple[int, list[TaskTruth]]]) -> None:
+        if seen:
+            self.out.cut_seen_ns, self.out.done_at_cut = seen[0]
 
     @contextlib.contextmanager
     def _unstick(self, what: str) -> Any:
@@ -981,12 +1062,16 @@ class _Run:
                     if len(self.out.events) >= spec.k:
                         reached.set()
             consumer = asyncio.ensure_future(consume_then_wait())
+            seen = self._seen_end(consumer)
             await self._until(consumer, reached)
-            if not consumer.done():
+            cancelled = not consumer.done()
+            if cancelled:
                 self._mark_end()
                 consumer.cancel()
                 self.out.cut = True
             await self._settle(consumer, "the cancelled consumer")
+            if cancelled:
+                self._note_cut(seen)
             if consumer.done() and not consumer.cancelled() and consumer.exception():
                 raise consumer.exception()  # type: ignore[misc]  # the run's own error
             with self._unstick("aclose"):
@@ -1111,5 +1196,5 @@ async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, 
 
 __all__ = ["ANSWER_TOOLS", "ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS",
            "SELF_CANCEL", "CallSpec", "Outcome", "Spec", "TaskTruth", "Truth", "can_self_cancel",
-           "generate", "generate_edge", "generate_overlap", "has_live_non_blocking", "normalize",
-           "run_spec"]
+           "generate", "generate_edge", "generate_nested_cut", "generate_overlap",
+           "has_live_non_blocking", "normalize", "run_spec"]
