@@ -1,7 +1,7 @@
 """The oracle of the randomized lifecycle test: the plugin's telemetry vs the tools' truth.
 
 Everything it knows about what really happened comes from ``Outcome`` (the tool
-bodies' own records, see ``scenarios.generated``); everything it checks is
+bodies' own records, see ``tests/lifecycle_generator.py``); everything it checks is
 public: tool_task spans, the contract's metrics, ``open_tasks()``, ``state()``,
 ``internal_errors``, and the OTel SDK's own warnings.
 
@@ -49,9 +49,9 @@ from typing import Any
 
 from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.scenarios.generated import Outcome, TaskTruth
 
 from .conftest import Telemetry
+from .lifecycle_generator import Outcome, TaskTruth
 
 
 def _sum(points: list[Any]) -> float:

@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "configure.export", "configure.providers", "configure.handle", "configure",
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
-    ("scenarios.library", "scenarios.generated", "scenarios", "_render", "report_html",
+    ("scenarios.library", "scenarios", "_render", "report_html",
      "cli", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}

@@ -1,6 +1,6 @@
 """The randomized, model-based lifecycle test (issue 10).
 
-Each seed is a scenario from ``scenarios.generated``, run on the real Runner
+Each seed is a scenario from ``tests/lifecycle_generator.py``, run on the real Runner
 twice: with the plugin (checked by ``lifecycle_oracle``) and without it (the
 run's events must be the same). ``ADK_FUZZ_N`` scenarios from ``ADK_FUZZ_SEED``
 on (200 from 0 by default; ``make fuzz SEED=... N=...`` runs more). A failure
@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 import pytest
 
 from adk_task_telemetry import adk_compat as compat
-from adk_task_telemetry.scenarios.generated import (
+
+from .conftest import Telemetry
+from .lifecycle_generator import (
     CallSpec,
     Spec,
     generate,
@@ -28,8 +30,6 @@ from adk_task_telemetry.scenarios.generated import (
     generate_overlap,
     run_spec,
 )
-
-from .conftest import Telemetry
 from .lifecycle_oracle import check
 
 #: "small" is what the version matrix asks for on every other ADK minor.

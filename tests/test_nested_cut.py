@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from adk_task_telemetry.scenarios.generated import CallSpec, Spec, run_spec
-
 from .conftest import Telemetry
+from .lifecycle_generator import CallSpec, Spec, run_spec
 from .test_lifecycle_random import _run_and_check
 
 #: The AgentTool call beside a sibling that is cancelled at once: the run span ends

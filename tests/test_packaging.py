@@ -92,6 +92,10 @@ def test_the_wheel_is_typed_licensed_and_declares_its_entry_points(
         assert zf.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
     # Nothing but the package and its metadata: no tests, no src/ prefix.
     assert {n.split("/")[0] for n in names} == {DIST, info}
+    # The scenario library demo and audit use ships; the randomized test generator does
+    # not (it is test code: tests/lifecycle_generator.py).
+    assert f"{DIST}/scenarios/library.py" in names
+    assert not [n for n in names if "generat" in n.rsplit("/", 1)[-1]], names
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata.get_all("License-File") == ["LICENSE"]
     assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])

@@ -143,7 +143,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("pytest-fails-anyway", "docs/pytest.md", PYTEST_RUN, prompt=False,
           select=_between(r"^_+ test_ticker_fails_and_leaks _+$", r"^=+ \d+ failed")),
     Block("testing-describe", "docs/testing.md",
-          Capture("2.13.0", ("python", "-c", "from adk_task_telemetry.scenarios import "
+          Capture("2.13.0", ("python", "-c", "from tests.lifecycle_generator import "
                              "generate; print(generate(28).describe())")),
           prompt=False),
 )

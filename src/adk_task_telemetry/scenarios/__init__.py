@@ -1,6 +1,8 @@
-"""Scripted lifecycle scenarios shared by the CLI demo, the audit and the tests."""
+"""Scripted lifecycle scenarios shared by the CLI demo, the audit and the tests.
 
-from .generated import Spec, generate, run_spec
+The randomized generator the lifecycle tests use is not here: it is test code
+(``tests/lifecycle_generator.py``) and does not ship in the wheel."""
+
 from .library import (
     SCENARIOS,
     Probe,
@@ -12,6 +14,5 @@ from .library import (
 )
 from .model import ScriptedLlm, call, text
 
-__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "ScriptedLlm", "Spec", "call",
-           "generate", "run_concurrent_mixed", "run_parallel_calls", "run_scenario", "run_spec",
-           "text"]
+__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "ScriptedLlm", "call",
+           "run_concurrent_mixed", "run_parallel_calls", "run_scenario", "text"]

@@ -73,8 +73,14 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from .. import adk_compat as compat
-from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, text
+from adk_task_telemetry import adk_compat as compat
+from adk_task_telemetry.scenarios.model import (
+    RUN_TAG,
+    PerRunLlm,
+    ScriptedLiveConnection,
+    ScriptedLlm,
+    text,
+)
 
 APP_NAME = "generated"
 USER_ID = "user"
