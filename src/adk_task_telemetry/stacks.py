@@ -123,18 +123,21 @@ def import_roots() -> list[str]:
 
 
 def display_path(path: str, roots: Sequence[str] | None = None) -> str:
-    """A frame's file as a reader wants it: from the directory it was imported from
-    (``…/site-packages/google/adk/…``, ``…/python3.11/asyncio/tasks.py``), else relative
-    to the current directory; a CI machine's install prefix says nothing. The full
-    path stays in the page (the frame's ``title``)."""
-    for root in import_roots() if roots is None else roots:
-        if path.startswith(root + os.sep):
-            return f"…/{os.path.basename(root)}/{path[len(root) + 1:]}"
+    """A frame's file as a reader wants it, in the terminal and the HTML report alike:
+    relative to the current directory when it is below it (the user's own code), else
+    from the directory it was imported from (``…/site-packages/google/adk/…``,
+    ``…/python3.11/asyncio/tasks.py``): a CI machine's install prefix says nothing. The
+    HTML report keeps the full path in the frame's ``title``."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
-        return path
-    return path if rel.startswith("..") or os.path.isabs(rel) else rel
+        rel = ""
+    if rel and not rel.startswith("..") and not os.path.isabs(rel):
+        return rel
+    for root in import_roots() if roots is None else roots:
+        if path.startswith(root + os.sep):
+            return f"…/{os.path.basename(root)}/{path[len(root) + 1:]}"
+    return path
 
 
 def _slashed(path: str) -> str:
