@@ -44,6 +44,9 @@ class Probe:
 
     def __init__(self) -> None:
         self.tasks: dict[str, asyncio.Future[Any]] = {}
+        # A thread body's own executor future: done the moment its callable returned,
+        # before the loop hears of it through the wrapper in ``tasks``.
+        self.works: dict[str, concurrent.futures.Future[Any]] = {}
         self.threads: dict[str, int] = {}  # call id -> ident of the pool thread running it
         # The app ADK ran each call's invocation under (a nested AgentTool run's
         # differs on old ADK).
@@ -85,6 +88,7 @@ class Probe:
         self.threads[call_id] = threading.get_ident()
 
         def entered() -> None:
+            self.works[call_id] = work
             self.tasks[call_id] = asyncio.wrap_future(work, loop=loop)
             if isinstance(app, str):
                 self.app_names[call_id] = app
@@ -115,8 +119,10 @@ class Probe:
         await asyncio.sleep(0)
 
     def pending(self) -> list[str]:
-        """Call ids whose body task is still running."""
-        return [cid for cid, t in self.tasks.items() if not t.done()]
+        """Call ids whose body is still running (a thread body: its callable has not
+        returned, whatever the loop has heard yet)."""
+        return [cid for cid, t in self.tasks.items()
+                if not self.works.get(cid, t).done()]
 
     async def cleanup(self) -> None:
         """Cancels every body task still running (orphans included), stops blocking
