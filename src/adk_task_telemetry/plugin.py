@@ -2,9 +2,10 @@
 
 Every callback returns None and swallows its own failures: in ADK the first
 plugin to return a value short-circuits the rest, and a plugin exception aborts
-the user's run. The plugin keeps no lifecycle state (the tracker owns it); it
-turns ADK's objects into the tracker's typed values, with what a tool is
-(``ToolIdentity``) worked out once per tool.
+the user's run. The plugin keeps no task or run state (the tracker owns it): only
+whether it hears ADK's process-wide hooks (``_hooked``, off after an uninstrument,
+on again at its next run) and a cache of what each tool is (``ToolIdentity``, worked
+out once per tool). It turns ADK's objects into the tracker's typed values.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.adk.plugins.base_plugin import BasePlugin
 from opentelemetry import metrics, trace
+from typing_extensions import override  # ADK's own plugins use it; ADK requires it
 
 from . import adk_compat as compat
 from . import exit as _exit
@@ -137,6 +139,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- run --------------------------------------------------------------------
 
+    @override
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> None:
         try:
             if not self._hooked:  # unhooked (an uninstrument), and used again
@@ -152,6 +155,7 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.failed("before_run_callback")
         return None
 
+    @override
     async def on_event_callback(self, *, invocation_context: InvocationContext,
                                 event: Event) -> None:
         try:
@@ -165,16 +169,19 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.failed("on_event_callback")
         return None
 
+    @override
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         # 2.x calls it for a run whose caller closed the stream too: the caller cut it.
         self._run_ended(invocation_context, sc.EndTrigger.AFTER_RUN, read_close=True)
         return None
 
+    @override
     async def on_run_error_callback(self, *, invocation_context: InvocationContext,
                                     error: Exception) -> None:
         self._run_ended(invocation_context, sc.EndTrigger.RUN_ERROR)
         return None
 
+    @override
     async def close(self) -> None:
         try:
             busy = self._tracker.closed()
@@ -222,6 +229,7 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- tools ------------------------------------------------------------------
 
+    @override
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> None:
         tracker = self._tracker
@@ -246,6 +254,7 @@ class TaskTelemetryPlugin(BasePlugin):
             tracker.failed("before_tool_callback")
         return None
 
+    @override
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext, result: dict[str, Any]) -> None:
         try:
@@ -268,6 +277,7 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.failed("after_tool_callback")
         return None
 
+    @override
     async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                      tool_context: ToolContext, error: Exception) -> None:
         try:
