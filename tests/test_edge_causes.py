@@ -131,9 +131,9 @@ async def test_a_tool_that_cancels_itself_names_no_cause_and_its_sibling_failed(
         raise asyncio.CancelledError
 
     async def works(tool_context: ToolContext) -> dict[str, str]:
-        """Works for a while."""
+        """Works for a long while (cleanup() cancels it)."""
         probe.enter(tool_context)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(30.0)
         return {"status": "done"}
 
     plugin = telemetry.plugin()
@@ -143,6 +143,12 @@ async def test_a_tool_that_cancels_itself_names_no_cause_and_its_sibling_failed(
     try:
         await _consume(runner)
         b_ran_on = not probe.tasks["call-b"].done()  # ADK 1.x: B outlives its run
+        # The plugin ends a run that a cancellation unwinds once the task driving it is
+        # done, or at its bound (UNWIND_GRACE_S): wait for B's span, a positive signal.
+        deadline = asyncio.get_running_loop().time() + 10.0
+        while "call-b" not in telemetry.by_call() and \
+                asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
     finally:
         await probe.cleanup()
         await runner.close()

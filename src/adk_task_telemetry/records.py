@@ -184,6 +184,7 @@ class RunRecord:
         "app_name", "calls", "context_attrs", "conversation_id", "cut_by_caller", "driver_is_run",
         "driver_ref", "holder", "invocation_id", "nested", "older", "owner_ref", "parent_task",
         "quiet", "sibling_failed", "span", "span_end_due", "span_watched", "spawned", "start_ns",
+        "end_due_trigger",
         "tasks", "trace_id", "tracker", "unhappy", "watched_ref",
     )
 
@@ -202,9 +203,13 @@ class RunRecord:
         self.span: Span | None = None
         # The span (recording or not) whose end ends the run (spans.watch_end).
         self.span_watched: Span | None = None
-        # ADK's run span ended while its driving task was still unwinding a cancellation:
-        # the run ends (trigger run_span_end) when that task is done, or at the bound.
+        # The run's end was signalled (its span ended, or after_run) while the task
+        # driving it still unwound a cancellation: the run ends when that task is done,
+        # or at the bound.
         self.span_end_due: asyncio.TimerHandle | None = None
+        # The trigger that deferred end is reported with (run_span_end, or after_run
+        # where ADK called it while the caller's cancellation unwound the run).
+        self.end_due_trigger = ""
         # Started inside OpenTelemetry's suppress_instrumentation(): no span of ours
         # and no event on any span; metrics, orphans, logs and observers as ever.
         self.quiet = False

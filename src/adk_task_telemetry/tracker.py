@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Iterator
@@ -285,7 +286,7 @@ class Tracker:
             if run.watched_ref is not None and run.watched_ref() is task:
                 run.watched_ref = None
             if task is run.driver and not run.ended:
-                self._end_run(run, sc.EndTrigger.RUN_SPAN_END if run.span_end_due is not None
+                self._end_run(run, run.end_due_trigger if run.span_end_due is not None
                               else sc.EndTrigger.RUN_TASK_DONE)
         except Exception:
             self.failed("run-task end")
@@ -305,25 +306,38 @@ class Tracker:
             if run.ended:
                 return
             run.cut_by_caller = not isinstance(error, Exception)
-            here = _current_task()
-            if (compat.cancellation_unwinds_step(error) and here is not None and any(
-                    r.task is not None and not r.task.done() for r in run.tasks.values())):
-                # The span ends in the run's generator: this task drives the run now
-                # (a wait_for around each event reads it in a task not seen yet).
-                if here is not run.driver:
-                    self._drive(run, here, run.driver_is_run)
-                run.span_end_due = here.get_loop().call_later(
-                    UNWIND_GRACE_S, self._span_end_due, run)
-                self._watch(run)  # its done-callback ends the run
+            if compat.cancellation_unwinds_step(error) and self._end_when_unwound(
+                    run, sc.EndTrigger.RUN_SPAN_END):
                 return
             self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
         except Exception:
             self.failed("run-span end")
 
+    def _end_when_unwound(self, run: RunRecord, trigger: str) -> bool:
+        """The run's end was signalled in the task driving it while a cancellation
+        unwinds that task and a tool task of the run has not finished yet (ADK 1.x's
+        step ``gather`` returns at its first cancelled child; 2.x before 2.10 calls
+        after_run from the same unwinding): the run ends, with ``trigger``, when this
+        task is done (its caller sees the run end then), or after ``UNWIND_GRACE_S``.
+        False where that does not apply: end the run now."""
+        here = _current_task()
+        if here is None or not any(r.task is not None and not r.task.done()
+                                   for r in run.tasks.values()):
+            return False
+        # The end comes in the run's generator: this task drives the run now (a
+        # wait_for around each event reads it in a task not seen yet).
+        if here is not run.driver:
+            self._drive(run, here, run.driver_is_run)
+        run.end_due_trigger = trigger
+        run.span_end_due = here.get_loop().call_later(UNWIND_GRACE_S, self._span_end_due,
+                                                      run)
+        self._watch(run)  # its done-callback ends the run
+        return True
+
     def _span_end_due(self, run: RunRecord) -> None:
         try:
             if not run.ended:
-                self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
+                self._end_run(run, run.end_due_trigger or sc.EndTrigger.RUN_SPAN_END)
         except Exception:
             self.failed("run-span end")
 
@@ -333,6 +347,12 @@ class Tracker:
         if not run.ended:
             if cut_by_caller:
                 run.cut_by_caller = True
+                if run.span_end_due is not None:
+                    return  # already waiting for the driving task to finish unwinding
+                # Read synchronously in ADK's callback: the exception in flight there.
+                if compat.cancellation_unwinds_step(sys.exc_info()[1]) and \
+                        self._end_when_unwound(run, trigger):
+                    return
             self._end_run(run, trigger)
 
     def closed(self) -> bool:
