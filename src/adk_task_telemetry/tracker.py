@@ -317,8 +317,9 @@ class Tracker:
         """The run's end was signalled in the task driving it while a cancellation
         unwinds that task and a tool task of the run has not finished yet (ADK 1.x's
         step ``gather`` returns at its first cancelled child; some 2.x releases call
-        after_run from the same unwinding, seen on 2.5 and 2.9): the run ends, with ``trigger``, when this
-        task is done (its caller sees the run end then), or after ``UNWIND_GRACE_S``.
+        after_run from the same unwinding, seen on 2.5 and 2.9): the run ends, with
+        ``trigger``, when this task is done (its caller sees the run end then), or after
+        ``UNWIND_GRACE_S``.
         False where that does not apply: end the run now."""
         here = _current_task()
         if here is None or not any(r.task is not None and not r.task.done()
