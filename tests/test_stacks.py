@@ -47,7 +47,7 @@ def test_the_tool_frame_is_the_innermost_user_frame(tool: str) -> None:
     "/usr/lib/python3.12/asyncio/tasks.py",  # a stack captured by another interpreter
     f"{SITE}/google/adk/runners.py",
     "/opt/app/.venv/lib/python3.12/site-packages/opentelemetry/sdk/trace/__init__.py",
-    "/work/adk-python/src/google/adk/flows/llm_flows/functions.py",  # ADK from source
+    "/home/dev/adk-python/src/google/adk/flows/llm_flows/functions.py",  # ADK from source
     "<frozen importlib._bootstrap>",
 ])
 def test_framework_frames(path: str) -> None:
