@@ -95,10 +95,7 @@ def prometheus(workdir: Path, addresses: Mapping[str, str], *,
     args = _flags("prometheus", {"--config.file": str(path),
                                  "--storage.tsdb.path": str(workdir / f"{label}-data")})
     args += [f"--web.listen-address={listen}:{port}", "--log.level=info"]
-    reach = container.address if container else listen
-    prog = Program("prometheus", args, workdir, ready_url=f"http://{reach}:{port}/-/ready",
-                   label=label, wrapper=container.prefix if container else ())
-    return prog, Api(f"http://{reach}:{port}")
+    return _served("prometheus", args, workdir, label, listen, port, container)
 
 
 def alertmanager(workdir: Path, addresses: Mapping[str, str], *,
@@ -114,8 +111,15 @@ def alertmanager(workdir: Path, addresses: Mapping[str, str], *,
     args = _flags("alertmanager", {"--config.file": str(path),
                                    "--storage.path": str(workdir / f"{label}-data")})
     args += [f"--web.listen-address={listen}:{port}", "--cluster.listen-address="]
+    return _served("alertmanager", args, workdir, label, listen, port, container)
+
+
+def _served(name: str, args: list[str], workdir: Path, label: str, listen: str, port: int,
+            container: Container | None) -> tuple[Program, Api]:
+    """The program (in ``container`` when given), ready once ``/-/ready`` answers, and
+    the API where a client reaches it."""
     reach = container.address if container else listen
-    prog = Program("alertmanager", args, workdir, ready_url=f"http://{reach}:{port}/-/ready",
+    prog = Program(name, args, workdir, ready_url=f"http://{reach}:{port}/-/ready",
                    label=label, wrapper=container.prefix if container else ())
     return prog, Api(f"http://{reach}:{port}")
 
