@@ -15,5 +15,14 @@ module, from the top down:
 from .audit_json import SCHEMA, audit_document
 from .dispatch import build_parser, main
 from .harness import unseen_calls
+from .results import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_ORPHANED,
+    EXIT_USAGE,
+    UsageError,
+)
 
-__all__ = ["SCHEMA", "audit_document", "build_parser", "main", "unseen_calls"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_ORPHANED", "EXIT_USAGE",
+           "SCHEMA", "UsageError", "audit_document", "build_parser", "main", "unseen_calls"]
