@@ -15,9 +15,7 @@ from typing import TextIO
 
 from . import harness, terminal
 from .audit_json import audit_document
-from .results import EXIT_FAILED, EXIT_OK, Result, UsageError, exit_code
-
-PROG = "adk-task-telemetry"
+from .results import EXIT_FAILED, EXIT_OK, PROG, Result, UsageError, exit_code
 
 
 class Progress:

@@ -5,8 +5,9 @@ the plugin on an in-memory OpenTelemetry SDK (no collector, no key, no network)
 and read what they draw or judge back from that SDK's span exporter and metric
 reader: the same data a user's backend would get, not the plugin's own state.
 
-The environment the drawing depends on (``NO_COLOR``, ``TERM``) is read here and
-nowhere else, and reaches the views as the colour mode.
+The terminal conventions ``NO_COLOR`` and ``TERM`` are read here and nowhere else of
+ours, and reach the views folded into the colour mode (``colour_mode``); the width
+(``COLUMNS`` or the terminal's) is the standard library's ``shutil.get_terminal_size``.
 """
 
 from __future__ import annotations
@@ -19,18 +20,17 @@ import textwrap
 from collections.abc import Mapping, Sequence
 
 from .. import adk_compat as compat
-from ..configure import variables
 from ..version import __version__
 from . import commands, harness
 from .audit_json import SCHEMA
-from .results import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
-
-PROG = commands.PROG
+from .results import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, UsageError
 
 
 def colour_mode(asked: str, environ: Mapping[str, str]) -> str:
     """The colour mode the views get: ``NO_COLOR`` set to anything non-empty means
     ``never`` whatever was asked (no-color.org); ``TERM=dumb`` turns ``auto`` off."""
+    from ..configure import variables  # here: `version` and `--help` need no configure
+
     if environ.get(variables.NO_COLOR):
         return "never"
     if asked == "auto" and environ.get(variables.TERM) == "dumb":

@@ -13,9 +13,8 @@ import urllib.parse
 
 from .. import semconv as sc
 from .harness import Tee
-from .results import UsageError
+from .results import PROG, UsageError
 
-PROG = "adk-task-telemetry"
 _SIGNAL_PATHS = ("/v1/traces", "/v1/metrics", "/v1/logs")
 
 

@@ -19,7 +19,7 @@ from ..stacks import Frame, innermost_user_frame
 
 __all__ = [
     "ENDED_OUTCOMES", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_ORPHANED",
-    "EXIT_USAGE", "TABLE_COLUMNS", "Install", "Orphan", "Result", "Task", "Unanswered",
+    "EXIT_USAGE", "PROG", "TABLE_COLUMNS", "Install", "Orphan", "Result", "Task", "Unanswered",
     "UsageError", "exit_code", "overall_verdict",
 ]
 
@@ -31,6 +31,9 @@ ENDED_OUTCOMES: tuple[str, ...] = (
 TABLE_COLUMNS: tuple[str, ...] = (
     "scenario", "mode", "started", *ENDED_OUTCOMES, sc.Outcome.ORPHANED, "unanswered",
     "verdict")
+
+#: The command's name, as its messages and the HTML report's command line spell it.
+PROG = "adk-task-telemetry"
 
 EXIT_OK = 0
 EXIT_ORPHANED = 1
