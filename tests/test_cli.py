@@ -6,6 +6,7 @@ depends on whether the installed google-adk has issue 7058 (before 2.13.0).
 
 from __future__ import annotations
 
+import ast
 import http.server
 import json
 import os
@@ -18,12 +19,15 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib.metadata import version as dist_version
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adk_task_telemetry import __version__, adk_compat
-from adk_task_telemetry.cli import main
+from adk_task_telemetry.cli import main, terminal
+from adk_task_telemetry.cli.dispatch import colour_mode
+from adk_task_telemetry.cli.terminal import Style
 from adk_task_telemetry.scenarios import SCENARIOS
 from adk_task_telemetry.stacks import innermost_user_frame
 
@@ -87,6 +91,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 PTY_COMMANDS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "pty_colour": (("demo", "-q", "-s", "single_call"), {}),
     "pty_no_color": (("demo", "-q", "-s", "single_call"), {"NO_COLOR": "1"}),
+    "pty_dumb": (("demo", "-q", "-s", "single_call"), {"TERM": "dumb"}),
 }
 if "live_stubborn_tool" not in SCENARIOS:
     del COMMANDS["audit_app_leak"]
@@ -292,6 +297,32 @@ def test_no_color_wins_over_color_always(runs: dict[str, Future[Any]]) -> None:
     assert proc.returncode == 0
     assert "single_call" in proc.stdout
     assert not ANSI.search(proc.stdout)
+
+
+def test_a_dumb_terminal_gets_no_colour(runs: dict[str, Future[Any]]) -> None:
+    code, out = runs["pty_dumb"].result(timeout=180)
+    assert code == 0
+    assert "single_call" in out
+    assert "\x1b[" not in out
+
+
+def test_the_environment_is_read_once_by_the_dispatch() -> None:
+    """NO_COLOR and TERM become the colour mode in the dispatch; the views take the
+    mode as given (a view that read the environment itself would colour nothing here)."""
+    assert colour_mode("always", {"NO_COLOR": "1"}) == "never"
+    assert colour_mode("auto", {"TERM": "dumb"}) == "never"
+    assert colour_mode("always", {"TERM": "dumb"}) == "always"
+    assert colour_mode("auto", {"NO_COLOR": ""}) == "auto"  # empty: not set (no-color.org)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("NO_COLOR", "1")
+        env.setenv("TERM", "dumb")
+        assert Style.for_stream(sys.stdout, "always").colour
+    views = Path(terminal.__file__).parent
+    for module in ("results", "wording", "terminal", "report_html", "audit_json"):
+        tree = ast.parse((views / f"{module}.py").read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not names & {"os", "environ", "getenv"}, f"{module} reads the environment"
 
 
 # --- usage, help, version ------------------------------------------------------------

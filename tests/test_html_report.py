@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
-from adk_task_telemetry import _render as render
 from adk_task_telemetry import adk_compat
-from adk_task_telemetry.report_html import MIN_BAR_PCT, ReportInfo, render_report
+from adk_task_telemetry.cli import results as model
+from adk_task_telemetry.cli.report_html import MIN_BAR_PCT, ReportInfo, render_report
 from adk_task_telemetry.stacks import display_path, parse_frames
 
 from .conftest import has_seed_bug
@@ -390,7 +390,7 @@ def test_display_path_shortens_to_the_import_root() -> None:
 
 def test_summary_table_matches_the_json_document(audit: Any) -> None:
     _, doc, report, _ = audit
-    assert tuple(report["summary_head"]) == render.TABLE_COLUMNS
+    assert tuple(report["summary_head"]) == model.TABLE_COLUMNS
     cols = report["summary_head"]
     for s, row in zip(doc["scenarios"], report["summary_rows"], strict=True):
         cells = dict(zip(cols, row, strict=True))
@@ -508,21 +508,21 @@ def test_unanswered_calls_failures_and_user_text_are_shown_escaped(
     evil_tool = '<script>alert("tool")</script>'
     stack = ('  File "/app/<tools>.py", line 7, in watch\n'
              "    await feed.read()  # <b>not bold</b>\n")
-    orphan = render.Orphan(trigger="after_run", age_s=0.004, at_ns=4_000_000,
+    orphan = model.Orphan(trigger="after_run", age_s=0.004, at_ns=4_000_000,
                            stacktrace=stack, still_running=False)
-    unanswered = render.Result(
+    unanswered = model.Result(
         "lost_answer", "a call whose task was cancelled before it answered", "async", 0.02,
-        tasks=[render.Task("call-<1>", evil_tool, "call", "cancelled", 0, 3_000_000,
+        tasks=[model.Task("call-<1>", evil_tool, "call", "cancelled", 0, 3_000_000,
                            cancel_cause="caller_cancelled")],
         started=1, ended={"cancelled": 1},
-        unanswered=[render.Unanswered("call-<1>", evil_tool, "caller_cancelled", "e-1"),
-                    render.Unanswered("adk-9", "lookup", "unknown", "e-1")])
-    late = render.Result(
+        unanswered=[model.Unanswered("call-<1>", evil_tool, "caller_cancelled", "e-1"),
+                    model.Unanswered("adk-9", "lookup", "unknown", "e-1")])
+    late = model.Result(
         "late_orphan", "an orphan that ended on its own after its run", "async", 0.02,
-        tasks=[render.Task("call-o", "watch", "streaming", "orphaned", 0, 9_000_000,
+        tasks=[model.Task("call-o", "watch", "streaming", "orphaned", 0, 9_000_000,
                            orphan=orphan)],
         started=1, orphaned=1)
-    failed = render.Result("broken", "could not run", "live", 0.0, failure="RuntimeError: <x>")
+    failed = model.Result("broken", "could not run", "live", 0.0, failure="RuntimeError: <x>")
     assert unanswered.verdict == "unanswered"
     page_html = render_report([unanswered, late, failed], ReportInfo(
         command="adk-task-telemetry audit --html 'a <b>.html'",

@@ -103,7 +103,7 @@ def test_the_wheel_is_typed_licensed_and_declares_its_entry_points(
         assert dict(entry_points[group]) == wanted, group
         for target in wanted.values():  # each one names a module the wheel holds
             module = target.split(":")[0].replace(".", "/")
-            assert f"{module}.py" in names, target
+            assert {f"{module}.py", f"{module}/__init__.py"} & set(names), target
 
 
 def test_the_python_classifiers_are_the_versions_make_test_runs(

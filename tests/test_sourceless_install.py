@@ -27,8 +27,8 @@ import google.adk
 import pytest
 
 import adk_task_telemetry
-from adk_task_telemetry import _render as render
 from adk_task_telemetry import adk_compat, cli
+from adk_task_telemetry.cli.results import Result
 
 PACKAGE = Path(adk_task_telemetry.__file__).resolve().parent
 
@@ -133,7 +133,7 @@ def test_audit_fails_when_the_plugin_saw_no_task() -> None:
     assert why is not None and "2 calls" in why and "call-goog" in why
     assert cli.unseen_calls(["call-goog"], 1) is None
     assert cli.unseen_calls([], 0) is None
-    blind = render.Result("seed_bug", "", "live", 0.1, failure=why)
+    blind = Result("seed_bug", "", "live", 0.1, failure=why)
     doc = cli.audit_document([blind])
     assert (doc["verdict"], doc["exit_code"]) == ("failed", cli.EXIT_FAILED)
     assert doc["scenarios"][0]["failure"] == why

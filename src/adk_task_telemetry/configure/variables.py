@@ -4,8 +4,9 @@ Only ``configure/settings.py`` reads them; docs/configuration.md lists exactly
 these (a test holds the two together). Variables the OpenTelemetry SDK reads
 itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BSP_*``,
 ``OTEL_BLRP_*``, compression, certificates) are not ours and are not listed. The
-terminal conventions ``NO_COLOR`` and ``TERM`` configure nothing of the telemetry: the
-CLI's drawing reads them (``_render.colour_wanted``; docs/cli.md).
+terminal conventions ``NO_COLOR`` and ``TERM`` configure nothing of the telemetry: they
+are listed at the end, and only the CLI's dispatch reads them (``cli.dispatch``;
+docs/cli.md).
 """
 
 from __future__ import annotations
@@ -108,6 +109,16 @@ ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS: Final = "ADK_TASK_TELEMETRY_TRACK_SPAWNE
 """``true``: strict mode, tasks a tool body spawned are reported too (default ``false``)."""
 ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: Final = "ADK_TASK_TELEMETRY_MAX_OPEN_TASKS"
 """Tool-task records held at most; further tasks are counted as overflow (default 10,000)."""
+
+
+# --- cli ---
+# Terminal conventions, not telemetry settings (so not in every_variable() nor in
+# docs/configuration.md): the CLI's dispatch reads them once and hands the views a
+# colour mode; `--help` and docs/cli.md describe them.
+NO_COLOR: Final = "NO_COLOR"
+"""Set to any non-empty value: the CLI never colours (no-color.org; wins over --color)."""
+TERM: Final = "TERM"
+"""``dumb``: the CLI does not colour unless --color always."""
 
 
 def otlp(signal: str | None, suffix: str) -> str:

@@ -1,11 +1,12 @@
 """A self-contained HTML lifecycle report of demo/audit runs (``--html PATH``).
 
 One file a CI job can keep as an artifact and anyone can open offline: inline CSS
-and SVG, no script, no font, no image and no URL to fetch. It draws the same model
-as the terminal renderer (``_render``): one bar per ``tool_task`` span on its run's
-time axis, orphans with their tail past the run's end and their stack, unanswered
-calls, and the summary table. Every outcome is written out beside its colour, and
-everything that comes from a run (tool names, call ids, stacks) is escaped.
+and SVG, no script, no font, no image and no URL to fetch. It renders the same
+results model (``results``) as the terminal view, in the same words (``wording``): one
+bar per ``tool_task`` span on its run's time axis, orphans with their tail past the
+run's end and their stack, unanswered calls, and the summary table. Every outcome is
+written out beside its colour, and everything that comes from a run (tool names, call
+ids, stacks) is escaped.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import _render as render
-from . import semconv as sc
-from .stacks import Frame, display_path, import_roots, parse_frames
+from .. import semconv as sc
+from ..stacks import display_path, import_roots, parse_frames
+from .results import ENDED_OUTCOMES, TABLE_COLUMNS, Orphan, Result, Task
+from .wording import fmt_duration, orphan_state, outcome_note
 
-__all__ = ["ReportInfo", "display_path", "render_report"]
+__all__ = ["ReportInfo", "render_report"]
 
 #: Share of the time axis kept, right of the last end, for tails still running.
 RUNNING_ZONE = 0.18
@@ -52,11 +54,6 @@ def _pct(frac: float) -> str:
     return f"{max(0.0, min(100.0, frac * 100)):.3f}%"
 
 
-def _outcome_label(t: render.Task) -> str:
-    # The terminal's wording, so both outputs read the same.
-    return render._outcome_note(t, render.Style())
-
-
 # --- the timeline ----------------------------------------------------------------
 
 
@@ -70,7 +67,7 @@ class _Axis:
     running: bool
 
     @classmethod
-    def of(cls, tasks: Sequence[render.Task]) -> _Axis:
+    def of(cls, tasks: Sequence[Task]) -> _Axis:
         t0 = min(t.start_ns for t in tasks)
         last = max(max(t.drawn_end_ns, _tail_end(t) or 0) for t in tasks)
         return cls(t0, max(last, t0 + 1), any(_still_running(t) for t in tasks))
@@ -88,11 +85,11 @@ class _Axis:
         return (ns - self.t0) / (self.last - self.t0) * self.timed
 
 
-def _still_running(t: render.Task) -> bool:
+def _still_running(t: Task) -> bool:
     return t.orphan is not None and t.orphan.still_running is True
 
 
-def _tail_end(t: render.Task) -> int | None:
+def _tail_end(t: Task) -> int | None:
     """Where an orphan's tail ends when it is known: the span's end (the task ended
     after its run, or we cannot tell); None for a task still running."""
     if t.orphan is None or _still_running(t) or t.end_ns <= t.drawn_end_ns:
@@ -106,7 +103,7 @@ def _axis_header(axis: _Axis) -> str:
              '<svg class="axis" width="100%" height="16" aria-hidden="true">',
              '<text x="0" y="12">0</text>',
              f'<text x="{end}" y="12" text-anchor="end">'
-             f'{_e(render.fmt_duration(axis.span_s))}</text>']
+             f'{_e(fmt_duration(axis.span_s))}</text>']
     if axis.running:
         parts.append(f'<line class="zone" x1="{end}" x2="{end}" y1="0" y2="16"/>'
                      '<text class="zone" x="100%" y="12" text-anchor="end">running</text>')
@@ -114,17 +111,17 @@ def _axis_header(axis: _Axis) -> str:
     return "".join(parts)
 
 
-def _bar_title(t: render.Task, axis: _Axis) -> str:
-    start = render.fmt_duration((t.start_ns - axis.t0) / 1e9)
-    text = (f"{t.tool} {t.call_id} ({t.kind}): {_outcome_label(t)}; created at {start}, "
-            f"ran {render.fmt_duration((t.drawn_end_ns - t.start_ns) / 1e9)}")
+def _bar_title(t: Task, axis: _Axis) -> str:
+    start = fmt_duration((t.start_ns - axis.t0) / 1e9)
+    text = (f"{t.tool} {t.call_id} ({t.kind}): {outcome_note(t)}; created at {start}, "
+            f"ran {fmt_duration((t.drawn_end_ns - t.start_ns) / 1e9)}")
     if t.orphan is not None:
         text += (f" until its run ended ({t.orphan.trigger}); "
-                 f"{t.orphan.state}")
+                 f"{orphan_state(t.orphan)}")
     return text
 
 
-def _lane(t: render.Task, axis: _Axis) -> str:
+def _lane(t: Task, axis: _Axis) -> str:
     """One task's bar; an orphan's bar stops at its run's end, its tail goes on."""
     x0, x1 = axis.x(t.start_ns), axis.x(t.drawn_end_ns)
     if x1 - x0 < MIN_BAR_PCT / 100:  # widened to stay visible, inside the lane
@@ -154,11 +151,7 @@ def _lane(t: render.Task, axis: _Axis) -> str:
     return "".join(out)
 
 
-def _where(frame: Frame, roots: Sequence[str]) -> str:
-    return f"{display_path(frame.file, roots)}:{frame.line} in {frame.func}"
-
-
-def _stack(o: render.Orphan, roots: Sequence[str]) -> str:
+def _stack(o: Orphan, roots: Sequence[str]) -> str:
     """The orphan's ``code.stacktrace``, line for line (paths shortened, the full one
     in each frame's title), with the stuck-at frame and its source line marked."""
     stuck = o.stuck_at
@@ -181,19 +174,19 @@ def _stack(o: render.Orphan, roots: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def _orphan_block(t: render.Task) -> str:
+def _orphan_block(t: Task) -> str:
     assert t.orphan is not None
     o = t.orphan
     roots = import_roots()
     parts = [f'<div class="orphan" data-call-id="{_e(t.call_id)}">',
              f'<h4><span class="o-orphaned label">ORPHANED</span> <code>{_e(t.tool)}</code> '
-             f"<code>{_e(t.call_id)}</code> ({_e(t.kind)}): {_e(o.state)}</h4>",
+             f"<code>{_e(t.call_id)}</code> ({_e(t.kind)}): {_e(orphan_state(o))}</h4>",
              f"<p>Its run ended (<code>{_e(o.trigger)}</code>) when the task was "
-             f"{_e(render.fmt_duration(o.age_s))} old.</p>"]
+             f"{_e(fmt_duration(o.age_s))} old.</p>"]
     frame = o.stuck_at
     if frame is not None:
         parts.append(f'<p>Stuck at <code class="where" title="{_e(frame.file)}">'
-                     f"{_e(_where(frame, roots))}</code>"
+                     f"{_e(frame.where())}</code>"
                      + (f": <code>{_e(frame.code)}</code>" if frame.code else "") + "</p>")
     if o.stacktrace:
         parts.append('<details open><summary>stack (<code>code.stacktrace</code>, innermost '
@@ -202,7 +195,7 @@ def _orphan_block(t: render.Task) -> str:
     return "".join(parts)
 
 
-def _unanswered(result: render.Result) -> str:
+def _unanswered(result: Result) -> str:
     rows = "".join(
         f'<tr data-call-id="{_e(u.call_id)}"><td><code>{_e(u.call_id)}</code></td>'
         f"<td><code>{_e(u.tool)}</code></td><td>{_e(u.reason)}</td>"
@@ -216,7 +209,7 @@ def _unanswered(result: render.Result) -> str:
             f"<tbody>{rows}</tbody></table></div>")
 
 
-def _scenario(i: int, r: render.Result) -> str:
+def _scenario(i: int, r: Result) -> str:
     tasks = sorted(r.tasks, key=lambda t: (t.start_ns, t.call_id))
     n = len(tasks)
     out = [f'<section class="scenario" id="scenario-{i}" data-scenario="{_e(r.name)}" '
@@ -225,7 +218,7 @@ def _scenario(i: int, r: render.Result) -> str:
            f"{_e(r.verdict.upper())}</span></h3>",
            f'<p class="what">{_e(r.summary)} <span class="dim">· {_e(r.mode)} · {n} tool '
            f'task{"s" if n != 1 else ""} · scenario wall time '
-           f"{_e(render.fmt_duration(r.wall_s))}</span></p>"]
+           f"{_e(fmt_duration(r.wall_s))}</span></p>"]
     if r.failure:
         out.append(f'<p class="failure">Scenario failed: {_e(r.failure)}</p>')
     if tasks:
@@ -241,7 +234,7 @@ def _scenario(i: int, r: render.Result) -> str:
                 f'data-outcome="{_e(t.outcome)}"><td><code>{_wrappable(t.tool)}</code></td>'
                 f"<td><code>{_wrappable(t.call_id)}</code></td><td><code>{_e(t.kind)}</code></td>"
                 f'<td class="bar">{_lane(t, axis)}</td>'
-                f'<td class="outcome o-{_e(t.outcome)}">{_e(_outcome_label(t))}</td></tr>')
+                f'<td class="outcome o-{_e(t.outcome)}">{_e(outcome_note(t))}</td></tr>')
         out.append("</tbody></table>")
     else:
         out.append('<p class="dim">(no tool tasks)</p>')
@@ -255,7 +248,7 @@ def _scenario(i: int, r: render.Result) -> str:
 # --- the summary table -------------------------------------------------------------
 
 
-def _cell(r: render.Result, column: str) -> str:
+def _cell(r: Result, column: str) -> str:
     """A summary cell by column name, so the table follows ``TABLE_COLUMNS``."""
     if column == "scenario":
         return r.name
@@ -263,14 +256,14 @@ def _cell(r: render.Result, column: str) -> str:
         return r.verdict.upper()
     if column == "orphaned":
         return str(r.orphaned)
-    if column in r.ended or column in render.ENDED_OUTCOMES:
+    if column in r.ended or column in ENDED_OUTCOMES:
         return str(r.ended.get(column, 0))
     value = getattr(r, column, "")
     return str(len(value)) if isinstance(value, list) else str(value)
 
 
-def _summary(results: Sequence[render.Result]) -> str:
-    cols = render.TABLE_COLUMNS
+def _summary(results: Sequence[Result]) -> str:
+    cols = TABLE_COLUMNS
     head = "".join(f'<th scope="col"{" class=num" if i > 1 and c != "verdict" else ""}>'
                    f"{_e(c)}</th>" for i, c in enumerate(cols))
     rows = []
@@ -287,7 +280,7 @@ def _summary(results: Sequence[render.Result]) -> str:
             else:
                 # A count above zero takes its outcome's colour; zeros are dimmed.
                 role = (" zero" if v == "0" else f" o-{c}"
-                        if c in (*render.ENDED_OUTCOMES, sc.Outcome.ORPHANED) else "")
+                        if c in (*ENDED_OUTCOMES, sc.Outcome.ORPHANED) else "")
                 cells.append(f'<td class="num{role}">{_e(v)}</td>')
         rows.append(f'<tr data-scenario="{_e(r.name)}">{"".join(cells)}</tr>')
     totals = []
@@ -309,7 +302,7 @@ def _legend() -> str:
         f'<li><svg width="22" height="12" aria-hidden="true"><rect class="bar o-{o}" '
         f'width="22" height="12" rx="2"/></svg> <span class="o-{o}">'
         f'{"ORPHANED" if o == sc.Outcome.ORPHANED else o}</span></li>'
-        for o in (*render.ENDED_OUTCOMES, sc.Outcome.ORPHANED))
+        for o in (*ENDED_OUTCOMES, sc.Outcome.ORPHANED))
     return (f'<ul class="legend">{items}<li><svg width="40" height="12" aria-hidden="true">'
             '<g class="o-orphaned"><line class="tail" x1="0" x2="31" y1="6" y2="6"/>'
             '<polygon points="31,1 40,6 31,11"/></g></svg> still running after its run ended'
@@ -390,7 +383,7 @@ details summary{display:none}a{text-decoration:none}}
 """
 
 
-def _headline(results: Sequence[render.Result]) -> str:
+def _headline(results: Sequence[Result]) -> str:
     n = len(results)
     started = sum(r.started for r in results)
     orphaned = sum(r.orphaned for r in results)
@@ -414,7 +407,7 @@ def _headline(results: Sequence[render.Result]) -> str:
     return f'<p class="headline {cls}">{_e(" · ".join(parts))}</p>'
 
 
-def render_report(results: Sequence[render.Result], info: ReportInfo) -> str:
+def render_report(results: Sequence[Result], info: ReportInfo) -> str:
     """The whole page, as one string of HTML (UTF-8 when written)."""
     versions = dict(info.versions)
     adk = versions.pop("google-adk", "unknown")

@@ -1,25 +1,21 @@
-"""Terminal drawing for the CLI: timelines and tables, stdlib only.
+"""The terminal view of the results model: timelines, tables, the closing lines.
 
-Kept apart from ``cli.py`` so that what is measured and what is drawn can change
-independently. It takes results and returns strings; the one thing it reads besides
-its arguments is the terminal's conventions, ``NO_COLOR`` and ``TERM``, in
-``colour_wanted`` (listed in the CLI's help, not in configure/variables.py: they
-configure no telemetry).
+Functions of the results (``results``) and a ``Style`` that return strings; the
+commands print them. The only things a ``Style`` learns from outside its arguments
+are the stream's own: whether it is a terminal and which glyphs it can encode
+(``Style.for_stream``). The environment (``NO_COLOR``, ``TERM``) is read once, by the
+dispatch, and reaches this module already folded into the colour mode.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO
 
-from . import semconv as sc
-from .stacks import Frame, innermost_user_frame
-
-#: Outcomes that end a task inside its run, in the order tables show them.
-ENDED_OUTCOMES: tuple[str, ...] = (
-    sc.Outcome.OK, sc.Outcome.RECOVERED, sc.Outcome.ERROR, sc.Outcome.CANCELLED)
+from .. import semconv as sc
+from .results import ENDED_OUTCOMES, TABLE_COLUMNS, Install, Result, exit_code
+from .wording import fmt_duration, orphan_state, outcome_note
 
 # ANSI SGR codes per role. Chosen so that orphans never share a colour with errors.
 _SGR: dict[str, str] = {
@@ -36,15 +32,14 @@ _SGR: dict[str, str] = {
 
 
 def colour_wanted(stream: IO[str], mode: str = "auto") -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
+    """``always``, ``never``, or for ``auto`` only on a terminal. The dispatch has already
+    turned ``NO_COLOR`` (no-color.org) and ``TERM=dumb`` into ``never``."""
     if mode == "never":
         return False
     if mode == "always":
         return True
     isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+    return bool(isatty and isatty())
 
 
 def _encodes(stream: IO[str], text: str) -> bool:
@@ -65,6 +60,7 @@ class Style:
 
     @classmethod
     def for_stream(cls, stream: IO[str], mode: str = "auto") -> Style:
+        """The style for ``stream`` under a colour mode the dispatch resolved."""
         return cls(colour_wanted(stream, mode), _encodes(stream, "━┄▶…·─"))
 
     def paint(self, role: str, text: str) -> str:
@@ -98,110 +94,7 @@ class Style:
         return "─" if self.unicode else "-"
 
 
-# --- what is drawn -------------------------------------------------------------
-
-
-@dataclass
-class Orphan:
-    """The ``orphaned_task`` event of one span, plus whether the task still ran."""
-
-    trigger: str
-    age_s: float
-    at_ns: int
-    stacktrace: str
-    still_running: bool | None  # at the end of the scenario; None when unknown
-
-    @property
-    def stuck_at(self) -> Frame | None:
-        return innermost_user_frame(self.stacktrace)
-
-    @property
-    def state(self) -> str:
-        """What became of the task after its run, in words (terminal and HTML)."""
-        if self.still_running is True:
-            return "still running when the scenario ended"
-        if self.still_running is False:
-            return "ended on its own after its run"
-        return "outlived its run"
-
-
-@dataclass
-class Task:
-    """One ``tool_task`` span, as the timeline needs it."""
-
-    call_id: str
-    tool: str
-    kind: str
-    outcome: str
-    start_ns: int
-    end_ns: int
-    invocation_id: str = ""
-    error_type: str | None = None
-    cancel_cause: str | None = None
-    orphan: Orphan | None = None
-
-    @property
-    def drawn_end_ns(self) -> int:
-        """Where the solid bar ends: the task's end, or for an orphan the end of its
-        run (creation + ``adk.tool_task.age``). The span itself ends a little later,
-        after the plugin captured the orphan's stack."""
-        if self.orphan is not None and self.orphan.age_s > 0:
-            return min(self.end_ns, self.start_ns + round(self.orphan.age_s * 1e9))
-        return self.end_ns
-
-
-@dataclass
-class Unanswered:
-    """An ``unanswered_call`` event: a function call left without a response."""
-
-    call_id: str
-    tool: str
-    reason: str  # what became of its tool task: a cancel cause, error, orphaned, unknown
-    invocation_id: str = ""
-
-
-@dataclass
-class Result:
-    """One scenario run: spans for the timeline, metric totals for the tables."""
-
-    name: str
-    summary: str
-    mode: str
-    wall_s: float
-    tasks: list[Task] = field(default_factory=list)
-    started: int = 0
-    ended: dict[str, int] = field(default_factory=dict)
-    orphaned: int = 0
-    orphans_alive: int = 0
-    plugin_errors: int = 0
-    failure: str | None = None
-    unanswered: list[Unanswered] = field(default_factory=list)
-
-    @property
-    def unaccounted(self) -> int:
-        """Tasks counted as started that neither ended nor were orphaned."""
-        return self.started - sum(self.ended.values()) - self.orphaned
-
-    @property
-    def verdict(self) -> str:
-        if self.orphaned:
-            return "orphaned"
-        if self.failure or self.unaccounted:
-            return "failed"
-        if self.unanswered:
-            return "unanswered"
-        return "clean"
-
-
 # --- formatting helpers --------------------------------------------------------
-
-
-def fmt_duration(seconds: float) -> str:
-    if seconds < 0.001:
-        return f"{seconds * 1e6:.0f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
 
 
 def _pad(text: str, width: int, visible: int | None = None) -> str:
@@ -219,21 +112,6 @@ def _clip(text: str, width: int, style: Style) -> str:
 # --- the timeline --------------------------------------------------------------
 
 
-def _outcome_note(t: Task, style: Style) -> str:
-    if t.outcome == sc.Outcome.ORPHANED:
-        note = "ORPHANED"
-        if t.orphan is not None and t.orphan.still_running:
-            note += " still running"
-        return note
-    if t.outcome == sc.Outcome.ERROR and t.error_type:
-        return f"error {t.error_type.rsplit('.', 1)[-1]}"
-    if t.outcome == sc.Outcome.RECOVERED and t.error_type:
-        return f"recovered {t.error_type.rsplit('.', 1)[-1]}"
-    if t.outcome == sc.Outcome.CANCELLED and t.cancel_cause:
-        return f"cancelled {style.dot} {t.cancel_cause}"
-    return t.outcome
-
-
 def timeline(result: Result, style: Style, width: int = 100) -> str:
     """One scenario: a header, one bar per tool task, then the orphans explained."""
     out: list[str] = []
@@ -249,7 +127,7 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
     tool_w = min(18, max(4, *(len(t.tool) for t in tasks)))
     call_w = min(18, max(7, *(len(t.call_id) for t in tasks)))
     kind_w = max(4, *(len(t.kind) for t in tasks))
-    notes = [_outcome_note(t, style) for t in tasks]
+    notes = [outcome_note(t, style.dot) for t in tasks]
     note_w = max(len(n) for n in notes)
     label_w = 2 + tool_w + 2 + call_w + 2 + kind_w + 2
     bar_w = max(20, width - label_w - 1 - note_w)
@@ -288,7 +166,7 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
             continue
         o = t.orphan
         mark = style.paint(sc.Outcome.ORPHANED, "! orphan")
-        out.append(f"  {mark} {t.tool} {t.call_id} ({t.kind}): {o.state}")
+        out.append(f"  {mark} {t.tool} {t.call_id} ({t.kind}): {orphan_state(o)}")
         out.append(f"      its run ended ({o.trigger}) when the task was "
                    f"{fmt_duration(o.age_s)} old")
         frame = o.stuck_at
@@ -300,11 +178,6 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
 
 
 # --- tables --------------------------------------------------------------------
-
-TABLE_COLUMNS: tuple[str, ...] = (
-    "scenario", "mode", "started", *ENDED_OUTCOMES, sc.Outcome.ORPHANED, "unanswered",
-    "verdict")
-
 
 def _verdict_role(verdict: str) -> str:
     return {"orphaned": sc.Outcome.ORPHANED, "clean": "clean", "failed": "failed",
@@ -373,3 +246,90 @@ def unanswered_lines(results: Sequence[Result], style: Style) -> list[str]:
     return [f"  {style.paint(sc.Outcome.CANCELLED, 'unanswered')} {r.name}: {u.call_id} "
             f"({u.tool}) has no function response; its task: {u.reason}"
             for r in results for u in r.unanswered]
+
+
+# --- what the commands print -----------------------------------------------------
+
+
+def legend(style: Style) -> str:
+    """The bars' colours and the still-running tail, under the demo's summary."""
+    parts = [style.paint(o, o if o != sc.Outcome.ORPHANED else "ORPHANED")
+             for o in (*ENDED_OUTCOMES, sc.Outcome.ORPHANED)]
+    return ("  bars: " + "  ".join(parts) + f"   {style.still * 3}{style.arrow} still running "
+            "after its run ended")
+
+
+def progress_line(i: int, n: int, name: str, result: Result, style: Style) -> str:
+    """``[ 1/13] seed_bug  2 tasks, 1 orphaned  (0.64 s)``: one scenario done."""
+    counter = f"[{i:>{len(str(n))}}/{n}]"
+    what = f"{result.started} task{'s' if result.started != 1 else ''}"
+    if result.orphaned:
+        what += ", " + style.paint(sc.Outcome.ORPHANED, f"{result.orphaned} orphaned")
+    if result.unanswered:
+        what += ", " + style.paint(sc.Outcome.CANCELLED, f"{len(result.unanswered)} unanswered")
+    if result.failure:
+        what += ", " + style.paint("failed", "failed: " + result.failure)
+    return f"{counter} {name:<22} {what}  ({result.wall_s:.2f} s)"
+
+
+def demo_scenario(result: Result, style: Style, width: int) -> str:
+    """One scenario of ``demo``: its timeline and its unanswered calls."""
+    return "\n".join([timeline(result, style, width), *unanswered_lines([result], style)])
+
+
+def demo_summary(results: Sequence[Result], style: Style, install: Install) -> str:
+    """The end of ``demo``: the summary table, the legend and the orphans in a line."""
+    out = [style.paint("bold", "Summary") + style.paint("dim", f"  google-adk "
+                                                               f"{install.adk_version}"),
+           summary_table(results, style), legend(style), ""]
+    orphans = sum(r.orphaned for r in results)
+    if orphans:
+        msg = (f"{orphans} tool task{' outlived its' if orphans == 1 else 's outlived their'}"
+               " run")
+        adk_leak = any(r.orphaned and r.in_corpus for r in results)
+        if adk_leak and not install.adk_issue_7058_fixed:
+            msg += f": google-adk {install.adk_version} has ADK issue 7058, fixed in 2.13.0"
+        out.append(style.paint(sc.Outcome.ORPHANED, msg))
+    else:
+        out.append(style.paint("clean", "no orphaned tool tasks"))
+    return "\n".join(out)
+
+
+def audit_report(results: Sequence[Result], style: Style, install: Install) -> str:
+    """``audit`` without ``--json``: the table, each orphan, unanswered call and failure
+    in a line, the verdict, and the notes."""
+    out = [summary_table(results, style)]
+    lines = orphan_lines(results, style) + unanswered_lines(results, style)
+    for r in results:
+        if r.verdict == "failed":
+            why = r.failure or f"{r.unaccounted} task(s) started but never ended"
+            lines.append(f"  {style.paint('failed', 'failed')} {r.name}: {why}")
+    if lines:
+        out += ["", *lines]
+    orphans = sum(r.orphaned for r in results)
+    n_orph = sum(r.verdict == "orphaned" for r in results)
+    adk = f"google-adk {install.adk_version}"
+    code = exit_code(results)
+    if orphans:
+        verdict = style.paint(
+            sc.Outcome.ORPHANED,
+            f"FAIL: {orphans} orphaned tool task{'s' if orphans != 1 else ''} in {n_orph} of "
+            f"{len(results)} scenarios on {adk}")
+    elif code:
+        verdict = style.paint("failed", f"ERROR: the audit could not complete on {adk}")
+    else:
+        verdict = style.paint("clean", f"PASS: no orphaned tool tasks in {len(results)} "
+                                       f"scenarios on {adk}")
+    out += ["", verdict]
+    if install.probes_without_source:
+        out.append(style.paint(
+            "dim", f"note: google-adk is installed without source files; "
+                   f"{install.probes_without_source} feature probes answered from the "
+                   "release's recorded facts (docs/versions.md)"))
+    unanswered = sum(len(r.unanswered) for r in results)
+    if unanswered:
+        out.append(style.paint(
+            "dim", f"note: {unanswered} function call{'s' if unanswered != 1 else ''} left "
+                   "without a response (verdict UNANSWERED; the exit code counts orphans "
+                   "only)"))
+    return "\n".join(out)
