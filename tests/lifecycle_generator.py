@@ -89,14 +89,8 @@ USER_ID = "user"
 # (with and without the plugin), must take a minute or two on a shared machine.
 FAST = 0.002
 SLOW = 0.03
-#: Added per position in a turn: parallel calls never finish in the same instant,
-#: so which one ends first (a failure before a sibling's answer) is the same in
-#: every run.
+#: Added per position in a turn: parallel calls never finish in the same instant.
 STAGGER = 0.003
-#: Siblings of a failing call wait this much longer (they are cancelled by the
-#: failure, so it costs nothing): even a loop that a loaded machine stalls sees
-#: the failure first.
-FAIL_FIRST = 0.1
 HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
 STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
 #: A tool that keeps working this long after its cancellation (``stubborn_slow``): an
@@ -571,22 +565,45 @@ class _TruthAgentTool(AgentTool):
 def _tools(truth: Truth, spec: Spec) -> list[Any]:
     blocking = spec.blocking
     stubborn_wait = HANG if blocking else SLOW
+    #: Per turn that has a failing call: done once that call's task is done.
+    failures: dict[int, asyncio.Future[None]] = {}
+
+    def failure(turn: int) -> asyncio.Future[None]:
+        if turn not in failures:
+            failures[turn] = asyncio.get_running_loop().create_future()
+        return failures[turn]
+
+    def fails(record: TaskTruth, turn: int) -> None:
+        """A failing body: the turn's failure is its task being done. ADK's gather added
+        its done-callback when it made the task, before this one: it has the error
+        first, and a sibling resumes two loop turns after it."""
+        if turn >= 0:
+            failed = failure(turn)
+            record.task.add_done_callback(
+                lambda _t: None if failed.done() else failed.set_result(None))
+
+    async def pause(seconds: float, turn: int) -> None:
+        """Sleeps ``seconds``; a sibling of a failing call then waits for the failure
+        (GATE_LIMIT is a safety net: a failing call that never ran)."""
+        await asyncio.sleep(seconds)
+        if turn >= 0:
+            await asyncio.wait([failure(turn)], timeout=GATE_LIMIT)
 
     def sync(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """A sync tool."""
         with truth.body(tool_context, "sync"):
             return {"sync": "ok"}
 
-    async def fast(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def fast(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """A fast async tool."""
         with truth.body(tool_context, "fast"):
-            await asyncio.sleep(FAST + delay)
+            await pause(FAST + delay, turn)
             return {"fast": "ok"}
 
-    async def slow(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def slow(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """A slower async tool."""
         with truth.body(tool_context, "slow"):
-            await asyncio.sleep(SLOW + delay)
+            await pause(SLOW + delay, turn)
             return {"slow": "ok"}
 
     async def hang(delay: float, tool_context: ToolContext) -> dict[str, str]:
@@ -596,25 +613,26 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
             await asyncio.sleep(HANG)
             return {"hang": "ok"}
 
-    async def fail(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def fail(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises."""
-        with truth.body(tool_context, "fail"):
+        with truth.body(tool_context, "fail") as record:
+            fails(record, turn)
             await asyncio.sleep(FAST + delay)
             raise ValueError("the tool failed")
 
-    async def flaky(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def flaky(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises an error that a callback answers for."""
         with truth.body(tool_context, "flaky"):
-            await asyncio.sleep(FAST + delay)
+            await pause(FAST + delay, turn)
             raise ConnectionError("upstream refused the connection")
 
-    async def stubborn(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def stubborn(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Cleans up for a while when cancelled, then stops."""
         with truth.body(tool_context, "stubborn"):
             if blocking:
                 truth.blocked.set()
             try:
-                await asyncio.sleep(stubborn_wait + delay)
+                await pause(stubborn_wait + delay, turn)
             except asyncio.CancelledError:
                 await asyncio.sleep(STUBBORN_CLEANUP)
                 raise
@@ -673,10 +691,11 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
                 raise RuntimeError("request cancelled") from None
             return {"cancel_to_error": "ok"}
 
-    async def give_up(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def give_up(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises CancelledError by itself: its client library cancelled its own future
         (ADK issue 7172's shape); nothing cancelled this task."""
         with truth.body(tool_context, SELF_CANCEL) as record:
+            fails(record, turn)
             await asyncio.sleep(FAST + delay)
             record.self_cancelled = True
             raise asyncio.CancelledError
@@ -749,16 +768,20 @@ class _LiveLlm(ScriptedLlm):
             await conn.close()
 
 
-def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
-    # A failing (or self-cancelling) call fails the turn: its siblings wait FAIL_FIRST
-    # longer.
+def _parts(calls: Sequence[CallSpec], turn: int = -1) -> list[types.Part]:
+    """The function-call parts of one model turn (``turn``: its index in the spec).
+
+    A failing (or self-cancelling) call fails the turn: then every call of the turn gets
+    the turn's index, and its siblings answer only once the failure has happened (the
+    failing call's task is done: ADK has seen it), however a loaded machine stalls the
+    loop. A sleep would only make that likely (seed 52 lost that race once)."""
     failing = ("fail", SELF_CANCEL)
-    extra = FAIL_FIRST if any(c.tool in failing for c in calls) else 0.0
+    fails = turn >= 0 and any(c.tool in failing for c in calls)
 
     def args(i: int, c: CallSpec) -> dict[str, Any]:
         if c.tool == "agent_tool":
             return {"request": "look it up"}
-        return {"delay": i * STAGGER + (0.0 if c.tool in failing else extra)}
+        return {"delay": i * STAGGER, **({"turn": turn} if fails else {})}
     return [types.Part(function_call=types.FunctionCall(name=c.tool, args=args(i, c),
                                                         id=c.call_id))
             for i, c in enumerate(calls)]
@@ -778,7 +801,8 @@ class _Run:
         if spec.answer:
             self.model = self._overlap_model()
         elif spec.mode == "async":
-            self.model = ScriptedLlm(turns=[*(_parts(t) for t in spec.turns), [text("done")]])
+            self.model = ScriptedLlm(turns=[*(_parts(t, n) for n, t in enumerate(spec.turns)),
+                                            [text("done")]])
         else:
             self.model = _LiveLlm()
         agent = LlmAgent(name="agent", model=self.model, instruction="scripted", tools=tools)
@@ -802,7 +826,7 @@ class _Run:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.truth.answering.wait(), GATE_LIMIT)
             return [text("done")]
-        return PerRunLlm({"": [*(turn(_parts(t)) for t in self.spec.turns), last],
+        return PerRunLlm({"": [*(turn(_parts(t, n)) for n, t in enumerate(self.spec.turns)), last],
                           ANSWER_TAG: [turn(_parts(self.spec.answer)),
                                        turn([text("answered")])]})
 
