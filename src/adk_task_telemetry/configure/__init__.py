@@ -100,6 +100,16 @@ def active() -> TelemetryHandle | None:
     return _active
 
 
+def replace_active(handle: TelemetryHandle | None) -> TelemetryHandle | None:
+    """Makes ``handle`` the one configure_telemetry() keeps (None: the next call
+    configures afresh) and returns the one it kept before. Nothing is installed or shut
+    down: for ``adk_task_telemetry.testing.unconfigured()``, which puts it back."""
+    global _active
+    with _lock:
+        before, _active = _active, handle
+    return before
+
+
 def detached(*, endpoint: str, protocol: str, timeout: float | None = None,
              service_name: str = "benchmark") -> TelemetryHandle:
     """The same pipeline as configure_telemetry() (OTLP only), installed nowhere.
