@@ -465,7 +465,9 @@ class _Recover(BasePlugin):
 class _TruthAgentTool(AgentTool):
     """An AgentTool whose call records its own task, as every tool here does."""
 
-    _truth: Probe
+    def __init__(self, agent: LlmAgent, truth: Probe) -> None:
+        super().__init__(agent=agent)
+        self._truth = truth
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         with self._truth.body(tool_context, "agent_tool"):
@@ -633,9 +635,7 @@ def _tools(truth: Probe, spec: Spec) -> list[Any]:
         sub_tools = {c.tool for c in nested_calls}
         sub = LlmAgent(name="agent_tool", description="Looks things up.", model=sub_model,
                        instruction="scripted", tools=[f for f in plain if f.__name__ in sub_tools])
-        agent_tool = _TruthAgentTool(agent=sub)
-        agent_tool._truth = truth
-        out.append(agent_tool)
+        out.append(_TruthAgentTool(sub, truth))
     return out
 
 
