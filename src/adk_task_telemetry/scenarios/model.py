@@ -37,6 +37,8 @@ class ScriptedLlm(BaseLlm):
     connection stays open, as a real one does, until it is closed. Its ``receive()``
     then ends at its next response; with ``live_ends_on_close`` at once, as a real
     one's does (ADK closes it when the caller closes the live request queue).
+    ``live_connection``: a subclass of :class:`ScriptedLiveConnection` to use instead
+    (e.g. one whose ``receive()`` fails once closed, as google-genai's does).
     """
 
     model: str = "scripted"
@@ -46,13 +48,17 @@ class ScriptedLlm(BaseLlm):
     _live: asyncio.Queue[LlmResponse] | None = PrivateAttr(default=None)
     _received: list[types.Content] = PrivateAttr(default_factory=list)
     _ends_on_close: bool = PrivateAttr(default=False)
+    _connection: type[ScriptedLiveConnection] = PrivateAttr()
 
     def __init__(self, turns: Sequence[Sequence[types.Part]] = (), *, repeat: bool = False,
-                 live_ends_on_close: bool = False, **kw: Any) -> None:
+                 live_ends_on_close: bool = False,
+                 live_connection: type[ScriptedLiveConnection] | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self._turns = [list(t) for t in turns]
         self._repeat = repeat
         self._ends_on_close = live_ends_on_close
+        self._connection = live_connection or ScriptedLiveConnection
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -74,8 +80,8 @@ class ScriptedLlm(BaseLlm):
 
     @asynccontextmanager
     async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
-        conn = ScriptedLiveConnection(self._queue(), self._received,
-                                      ends_on_close=self._ends_on_close)
+        conn = self._connection(self._queue(), self._received,
+                                ends_on_close=self._ends_on_close)
         try:
             yield conn
         finally:
