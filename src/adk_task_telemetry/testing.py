@@ -28,6 +28,7 @@ from .scenarios import (
     PerRunLlm,
     Probe,
     ScenarioRun,
+    ScriptedLiveConnection,
     ScriptedLlm,
     TaskTruth,
     call,
@@ -61,5 +62,5 @@ def unconfigured() -> Iterator[None]:
 
 
 __all__ += ["RUN_TAG", "SCENARIOS", "Harness", "PerRunLlm", "Probe", "ScenarioRun",
-            "ScriptedLlm", "TaskTruth", "call", "run_scenario", "scenario_tools",
-            "scripted_agent", "text", "unconfigured"]
+            "ScriptedLiveConnection", "ScriptedLlm", "TaskTruth", "call", "run_scenario",
+            "scenario_tools", "scripted_agent", "text", "unconfigured"]
