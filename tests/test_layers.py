@@ -22,8 +22,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("semconv", "version", "privacy", "stacks", "configure.variables", "configure.outage",
      "scenarios.model"),
     # what ADK and OpenTelemetry are, the settings, and the data
-    ("adk_compat", "records", "metrics", "spans", "exit", "plugin_order",
-     "configure.settings"),
+    ("adk_compat.versions", "adk_compat.probes", "adk_compat.access", "adk_compat.signals",
+     "adk_compat.ledger", "adk_compat.live_hooks", "adk_compat.thread_pool", "adk_compat",
+     "records", "metrics", "spans", "exit", "plugin_order", "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
     # the engine
@@ -36,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.library", "scenarios", "_render", "report_html",
-     "cli", ""),
+     "cli", "testing", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
