@@ -545,7 +545,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         adk_leak = any(r.orphaned and _in_corpus(_scenarios()[r.name]) for r in results)
         if adk_leak and not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY:
             msg += (f": google-adk {adk_compat.ADK_VERSION_STRING} has ADK issue 7058, "
-                    "fixed in 2.13.0")
+                    f"fixed in {adk_compat.ISSUE_7058_FIXED_IN}")
         print("\n" + style.paint(sc.Outcome.ORPHANED, msg), file=out)
     else:
         print("\n" + style.paint("clean", "no orphaned tool tasks"), file=out)

@@ -32,8 +32,8 @@ that ADK has the later layout); an attribute reader gives ``None``, ``""`` or
 reads raise, and their callers catch it (``ledger``'s docstring says why).
 
 ADK internals read, for want of a public path (checked on every minor from 1.14 to
-2.13 by the probes, ``make matrix``; the rows marked * on 1.14.1, 1.39.1, 2.0.0 and
-2.13.0 only):
+2.13 by the probes, ``make matrix``; the rows marked * on the test releases only:
+1.14.1, 1.20.0, 1.33.0, 1.39.1, 2.0.0, 2.5.0, 2.9.2, 2.12.0, 2.13.0):
 
 ========================================================  ===========================
 internal (google-adk)                                     why, and the public path

@@ -43,7 +43,8 @@ def add_live_teardown_listener(listener: Any) -> None:
 
     - the end of a live run, as ``listener._on_live_teardown(ctx)`` (LIVE_RUN_END_HOOK);
     - live tool calls, as its own ``before_tool_callback``, ``after_tool_callback`` and
-      ``on_tool_error_callback``, where 1.27+ calls them (LIVE_TOOL_HOOK).
+      ``on_tool_error_callback``, where ADK calls no plugin callback for a live call
+      (LIVE_TOOL_HOOK).
 
     The listener is held weakly and heard for as long as it lives (a Runner's close
     does not end it: an App's plugin serves the Runners made after it); the hooks are

@@ -139,8 +139,9 @@ def _restore_pool_hook() -> None:
 
 
 #: The ADK modules that hold the pool getter by name (it is imported from module to
-#: module: 2.11 on, three), found once per process by the first install; each install
-#: and restore after it touches only them, however many modules the process loads.
+#: module: three where RUN_ASYNC_USES_TOOL_THREAD_POOL), found once per process by the
+#: first install; each install and restore after it touches only them, however many
+#: modules the process loads.
 _getter_holders: list[Any] | None = None
 
 
