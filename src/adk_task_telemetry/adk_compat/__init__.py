@@ -22,7 +22,8 @@ What lives where (each module imports only the ones above it in this list):
   ``kinds_ended_by``, ``caller_closed_run``, ``cancel_cause``...).
 - ``ledger``: the session reads of the call ledger (``function_parts``,
   ``unanswered_in_session``).
-- ``live_hooks``: the wrappers on the live path of old releases.
+- ``live_path``: the hooks on the live path of old releases (``live_hooks()`` lists
+  those in place).
 - ``thread_pool``: the tool thread-pool hook.
 
 What a shape this package does not recognise gives (each function's docstring says
@@ -87,7 +88,7 @@ from .access import (
     tool_key,
 )
 from .ledger import function_parts, unanswered_in_session
-from .live_hooks import (
+from .live_path import (
     add_live_teardown_listener,
     keep_listening,
     live_hooks,
