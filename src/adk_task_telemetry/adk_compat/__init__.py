@@ -33,38 +33,34 @@ that ADK has the later layout); an attribute reader gives ``None``, ``""`` or
 reads raise, and their callers catch it (``ledger``'s docstring says why).
 
 ADK internals read, for want of a public path (checked on every minor from 1.14 to
-2.13 by the probes, ``make matrix``; the rows marked * on the test releases only:
+2.13 by the probes, ``make matrix``; those marked (*) on the test releases only:
 1.14.1, 1.20.0, 1.33.0, 1.39.1, 2.0.0, 2.5.0, 2.9.2, 2.12.0, 2.13.0):
 
-========================================================  ===========================
-internal (google-adk)                                     why, and the public path
-========================================================  ===========================
-``ToolContext``/``CallbackContext._invocation_context`` * the invocation behind a
-                                                          tool call; public
-                                                          ``get_invocation_context()``
-                                                          only from 2.0 (none on 1.x)
-``InvocationContext._active_background_tools``            the per-call registry of
-                                                          background tools (the 7058
-                                                          fix); none public
-``BaseLlmFlow._stop_background_tool_tasks``,              probe: does live teardown
-``google.adk.live._flow_utils.stop_background_tool_tasks``  cancel background tools;
-                                                          no public flag
-``Runner._merge_live_event_streams``,                     probe: a live run has a
-``google.adk.live._runner_utils._merge_live_event_streams``  task of its own; none
-``functions._execute_single_function_call_live``,         source probes (their fall-
-``BaseLlmFlow._send_to_model``,                           back is ``KNOWN_FACTS``):
-``functions.handle_function_call_list_async``,            behaviour inside a function
-``AgentTool`` (source)                                    no flag or version marks
-``functions._process_function_live_helper``               the live tool hook; no
-                                                          plugin callback exists there
-``BaseAgent.run_live`` (public, wrapped)                  the live run-end hook
-``functions._get_tool_thread_pool``,                      the thread-pool hook and
-``_use_executor_for_sync_callables``                      its probe; no public hook
-``ThreadPoolExecutor._max_workers``, ``._shutdown``       pool saturation (Python's
-(Python's stdlib)                                         own; no public reader)
-``/google/adk/`` in a code object's file name *           whether ADK made a task or
-                                                          raised an exception
-========================================================  ===========================
+- ``ToolContext`` / ``CallbackContext._invocation_context`` (*): the invocation behind a
+  tool call (``access.invocation_context_of``). Public ``get_invocation_context()``
+  exists from 2.0 only; 1.x has no public path.
+- ``InvocationContext._active_background_tools``: the per-call registry of background
+  tools, the 7058 fix (``access.streaming_task_for``, the probe
+  ``background_tool_registry``). None public.
+- ``BaseLlmFlow._stop_background_tool_tasks``,
+  ``google.adk.live._flow_utils.stop_background_tool_tasks``: probed by name (does live
+  teardown cancel background tools). No public flag.
+- ``Runner._merge_live_event_streams``,
+  ``google.adk.live._runner_utils._merge_live_event_streams``: probed by name (a live run
+  has a task of its own). No public flag.
+- The source of ``functions._execute_single_function_call_live``,
+  ``BaseLlmFlow._send_to_model``, ``functions.handle_function_call_list_async`` and
+  ``AgentTool``: behaviour inside a function that no flag or API marks (source probes;
+  without source, ``KNOWN_FACTS``).
+- ``functions._process_function_live_helper``: wrapped by the live tool hook; ADK calls
+  no plugin callback there on those releases. ``BaseAgent.run_live`` (public) is
+  wrapped by the live run-end hook.
+- ``functions._get_tool_thread_pool`` (wrapped) and ``_use_executor_for_sync_callables``
+  (probed by name): the thread-pool hook. No public hook.
+- ``ThreadPoolExecutor._max_workers`` and ``._shutdown`` (Python's own, not ADK's): the
+  pool saturation gauges. No public reader.
+- ``/google/adk/`` in a code object's file name (*): whether ADK made a task
+  (``is_adk_task``) or raised the exception in flight (``caller_closed_run``).
 
 ``inspect.getsource`` is called in one function only, ``probes._source_probe``; on an
 install without source its probes answer ``KNOWN_FACTS`` and say so once (WARNING;
