@@ -14,8 +14,9 @@ What lives where (each module imports only the ones above it in this list):
   ``ISSUE_7058_FIXED_IN``, ``HOLDS_ON`` (on which releases each probe holds: the one
   owner of every version range the package states) and ``KNOWN_FACTS`` (the answers
   of source-reading probes on an install without source).
-- ``probes``: the feature probes and their flags, ``features()``, and the once-per-
-  process notes (an ADK newer than tested; probes decided without source).
+- ``probes``: the feature probes and their flags, ``features()``.
+- ``notes``: the once-per-process notes (an ADK newer than tested; probes decided
+  without source).
 - ``access``: attribute access to ADK's objects (``session_id_of``, ``agent_name_of``,
   ``tool_key``, ``is_*``, ``streaming_task_for``...).
 - ``signals``: what ADK's signals mean for a tool task (``task_kind``,
@@ -90,6 +91,7 @@ from .live_path import (
     live_hooks,
     remove_live_listener,
 )
+from .notes import fresh_notes, note_decided_without_source, note_untested_adk
 from .probes import (
     AGENT_TOOL_KEEPS_APP_NAME,
     FAILED_CALL_CANCELS_SIBLINGS,
@@ -110,9 +112,6 @@ from .probes import (
     RUNNER_CLOSES_PLUGINS,
     decided_without_source,
     features,
-    fresh_notes,
-    note_decided_without_source,
-    note_untested_adk,
     runner_accepts_abort_signal,
 )
 from .signals import (

@@ -24,7 +24,8 @@ from typing import Any
 
 from .. import semconv as _sc
 from .access import is_live
-from .probes import FUNCTIONS_MODULE, LIVE_RUN_END_HOOK, LIVE_TOOL_HOOK, note_untested_adk
+from .notes import note_untested_adk
+from .probes import FUNCTIONS_MODULE, LIVE_RUN_END_HOOK, LIVE_TOOL_HOOK
 
 logger = logging.getLogger(_sc.LOGGER_NAME)
 

@@ -6,30 +6,18 @@ A probe that cannot find what it looks for answers as its docstring says (mostly
 False: the feature is absent), never with an exception. The one exception to
 "by feature": where a probe must read ADK's source and the install has none (``.pyc``
 only: slim images, bundlers), it answers ``versions.KNOWN_FACTS`` for the installed
-release, and the plugin says so once (``note_decided_without_source``).
+release, and the plugin says so once (``notes.note_decided_without_source``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from .. import semconv as _sc
-from .versions import (
-    ADK_VERSION,
-    ADK_VERSION_STRING,
-    KNOWN_FACTS,
-    NEWEST_TESTED_ADK,
-    is_newer_than_tested,
-    parse_version,
-)
-
-logger = logging.getLogger(_sc.LOGGER_NAME)
+from .versions import ADK_VERSION, KNOWN_FACTS, NEWEST_TESTED_ADK, parse_version
 
 FUNCTIONS_MODULE = "google.adk.flows.llm_flows.functions"
 _RUNNERS = "google.adk.runners"
@@ -259,66 +247,3 @@ def features() -> dict[str, bool]:
         "tool_thread_pool": HAS_TOOL_THREAD_POOL,
         "run_async_tool_thread_pool": RUN_ASYNC_USES_TOOL_THREAD_POOL,
     }
-
-
-# --- the once-per-process notes ------------------------------------------------------
-
-
-class _Notes:
-    """Which once-per-process notes were made, and the release they speak of."""
-
-    __slots__ = ("installed", "newer", "source")
-
-    def __init__(self) -> None:
-        self.installed = ADK_VERSION_STRING
-        self.newer = False
-        self.source = False
-
-
-_notes = _Notes()
-
-
-def note_untested_adk() -> None:
-    """Logs once per process (INFO) that the installed ADK is newer than any tested.
-
-    The plugin keeps working: every difference it relies on is probed by feature.
-    Also where the note of probes decided without ADK's source is made (once).
-    """
-    note_decided_without_source()
-    if _notes.newer or not is_newer_than_tested(_notes.installed):
-        return
-    _notes.newer = True
-    logger.info(
-        "adk_task_telemetry: google-adk %s is newer than the newest tested (%s); "
-        "features detected: %s", _notes.installed, NEWEST_TESTED_ADK,
-        ", ".join(f"{k}={v}" for k, v in features().items()))
-
-
-def note_decided_without_source() -> None:
-    """Logs once per process (one WARNING) which probes found no ADK source to read and
-    what they answered from the release's recorded facts: a detection the plugin could
-    not make is never silent."""
-    if _notes.source or not _without_source:
-        return
-    _notes.source = True
-    release = _notes.installed if parse_version(_notes.installed) > (0, 0, 0) else (
-        f"of unknown version (taken for {NEWEST_TESTED_ADK})")
-    logger.warning(
-        "adk_task_telemetry: google-adk %s is installed without its source files; "
-        "%d feature probe(s) answered from what docs/versions.md records for that "
-        "release: %s", release, len(_without_source),
-        ", ".join(f"{k}={v}" for k, v in sorted(_without_source.items())))
-
-
-@contextlib.contextmanager
-def fresh_notes(installed: str | None = None) -> Iterator[None]:
-    """The once-per-process notes made afresh inside the block, as if the installed
-    google-adk were ``installed`` (None: the real one); the state before is put back
-    after it. For tests (``adk_task_telemetry.testing.fresh_adk_notes``)."""
-    saved = (_notes.installed, _notes.newer, _notes.source)
-    _notes.installed = installed or ADK_VERSION_STRING
-    _notes.newer = _notes.source = False
-    try:
-        yield
-    finally:
-        _notes.installed, _notes.newer, _notes.source = saved
