@@ -22,8 +22,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("semconv", "version", "privacy", "stacks", "configure.variables", "configure.outage",
      "scenarios.model"),
     # what ADK and OpenTelemetry are, the settings, and the data
-    ("adk_compat", "records", "metrics", "spans", "exit", "plugin_order",
-     "configure.settings"),
+    ("adk_compat.versions", "adk_compat.probes", "adk_compat.access", "adk_compat.signals",
+     "adk_compat.ledger", "adk_compat.notes", "adk_compat.live_path", "adk_compat.thread_pool",
+     "adk_compat",
+     "records", "metrics", "spans", "exit", "plugin_order", "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
     # the engine
@@ -37,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.library", "scenarios", "cli.results", "cli.wording", "cli.readback",
      "cli.terminal", "cli.report_html", "cli.audit_json", "cli.harness", "cli.otlp",
-     "cli.commands", "cli.dispatch", "cli.__main__", "cli", ""),
+     "cli.commands", "cli.dispatch", "cli.__main__", "cli", "testing", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
