@@ -19,8 +19,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
 #: Bottom first. A module not listed fails the test: place it when you add it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # facts with no dependency of ours
-    ("semconv", "version", "privacy", "stacks", "configure.variables", "configure.outage",
-     "scenarios.model"),
+    ("semconv", "version", "privacy", "stacks", "otel_compat", "configure.variables",
+     "configure.outage", "scenarios.model"),
     # what ADK and OpenTelemetry are, the settings, and the data
     ("adk_compat", "records", "metrics", "spans", "exit", "plugin_order",
      "configure.settings"),
