@@ -201,8 +201,8 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.remove_thread_work_listener(self)
 
     def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
-        """A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
-        2.0 to 2.7): adk_compat's hook on that release's live path calls this."""
+        """A live run ended on an ADK that gives plugins no signal there: adk_compat's
+        hook on that release's live path (``LIVE_RUN_END_HOOK``) calls this."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
 
     def _on_thread_work(self, work: Future[Any]) -> None:
