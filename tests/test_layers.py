@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.library", "scenarios", "_render", "report_html",
-     "cli", ""),
+     "cli", "testing", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
