@@ -140,6 +140,7 @@ system-deps:
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests tools benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/pylint --disable=all --enable=duplicate-code src/adk_task_telemetry
 
 # The whole suite once per full version, JOBS at a time, each version's output as one block.
 unit: venvs system-deps

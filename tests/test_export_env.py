@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import configure
+from adk_task_telemetry import configure, testing
 from adk_task_telemetry.configure import settings as _env
 from adk_task_telemetry.configure import variables
 
@@ -111,8 +111,8 @@ def test_per_signal_exporter_choice() -> None:
     assert _env.signal_exporters("traces", {}) is None
 
 
+@testing.configure_afresh()
 def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(configure, "_active", None)
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     before = trace.get_tracer_provider()
     handle = configure.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
@@ -125,8 +125,8 @@ def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     handle.shutdown()
 
 
-def test_a_typo_in_an_argument_fails_at_configure_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(configure, "_active", None)
+@testing.configure_afresh()
+def test_a_typo_in_an_argument_fails_at_configure_time() -> None:
     before = trace.get_tracer_provider()
     with pytest.raises(ValueError, match="protocol"):
         configure.configure_telemetry(protocol="grcp")

@@ -1,8 +1,10 @@
 """What the tracker holds: a record per tool task, one per run, and the public views.
 
 Records are data. Their state moves only in ``tracker.Tracker`` (the state diagram
-is there); the other modules read them (orphans.py, calls.py, strict.py) or hand
-values to the tracker to store.
+is there); the other modules read them (orphans.py, calls.py) or hand values to the
+tracker to store. One field is written elsewhere: strict.py's task factory appends to
+``RunRecord.spawned`` (a task created inside a tool task), which only the tracker
+takes from. A record's done-callback hands it to ``RecordOwner``, never further.
 """
 
 from __future__ import annotations
@@ -237,7 +239,8 @@ class RunRecord:
         self.calls: dict[str, int] | None = None
         # Call id -> how its task ended, for tasks that did not end well only.
         self.unhappy: dict[str, str] | None = None
-        # Strict mode: tasks a tool body created, with who created them and when.
+        # Strict mode: tasks a tool body created, with who created them and when
+        # (appended by strict.py's task factory; taken by the tracker at the run's end).
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
 
     def __call__(self, task: asyncio.Task[Any]) -> None:

@@ -29,3 +29,21 @@ def fresh_adk_notes(installed: str | None = None) -> Iterator[None]:
     """
     with _compat.fresh_notes(installed):
         yield
+
+
+# --- house ---
+
+
+@contextlib.contextmanager
+def configure_afresh() -> Iterator[None]:
+    """Inside: ``configure_telemetry()`` behaves as if it had not run in this process
+    (the next call sets up, rather than returning the earlier handle). Afterwards the
+    earlier handle is the active one again. Providers a call inside installed stay
+    installed: OpenTelemetry sets a global provider only once per process."""
+    from . import configure
+
+    earlier = configure.replace_active(None)
+    try:
+        yield
+    finally:
+        configure.replace_active(earlier)

@@ -73,8 +73,6 @@ _DROPS_UNSAMPLED_CHILD = "localParentNotSampled:AlwaysOffSampler"
 #: At most this long after ADK's run span ended with a cancellation unwinding in the
 #: run's driving task, the run ends even if that task goes on (docs/telemetry.md).
 UNWIND_GRACE_S = 1.0
-#: Spawned tasks kept per run (strict mode) before finished ones are pruned.
-_PRUNE_SPAWNED_AT = 64
 #: Triggers that mean the caller stopped the run before it finished (the reason of
 #: an unanswered call whose own task explains nothing).
 _CALLER_ENDS = frozenset({sc.EndTrigger.RUN_TASK_DONE, sc.EndTrigger.RUN_SPAN_END,
@@ -185,7 +183,7 @@ class Tracker:
                     run.span_watched = run_spans.watch_end(span, run, self.run_span_ended)
         self._drive(run, task, is_run)
         if self.options.track_spawned_tasks:
-            strict.install_on_running_loop(self)
+            strict.install_on_running_loop(self, self._task_var)
         return run
 
     def _new_run(self, invocation_id: str, app_name: str, conversation_id: str | None,
@@ -407,7 +405,8 @@ class Tracker:
         if trigger is not None:
             if run.spawned:
                 spawned, run.spawned = run.spawned, []
-                strict.end_spawned(self, spawned, trigger)
+                for task, parent, spawned_ns in strict.left_running(spawned):
+                    self.adopt_spawned(parent, task, spawned_ns, trigger)
             if run.calls and not run.nested:
                 self._unanswered(run, trigger)
             report_open_spans(run, trigger)
@@ -839,13 +838,6 @@ class Tracker:
         left it behind, and their tasks still running are its orphans too."""
         for run in [r for r in self._nested if r.parent_task is record and not r.ended]:
             self._end_run(run, trigger)
-
-    def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
-        """Strict mode: ``task`` was created inside ``record``'s tool task."""
-        spawned = record.run.spawned
-        if len(spawned) >= _PRUNE_SPAWNED_AT:
-            spawned[:] = [s for s in spawned if not s[0].done()]
-        spawned.append((task, record, time.time_ns()))
 
     def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
                       trigger: str) -> None:

@@ -100,6 +100,17 @@ def active() -> TelemetryHandle | None:
     return _active
 
 
+def replace_active(handle: TelemetryHandle | None) -> TelemetryHandle | None:
+    """Makes ``handle`` the one configure_telemetry() returns next (None: the next call
+    sets up afresh) and returns the one it replaced. For tests, through
+    ``adk_task_telemetry.testing.configure_afresh``: an application has no use for it
+    (OpenTelemetry lets a global provider be set only once per process)."""
+    global _active
+    with _lock:
+        previous, _active = _active, handle
+    return previous
+
+
 def detached(*, endpoint: str, protocol: str, timeout: float | None = None,
              service_name: str = "benchmark") -> TelemetryHandle:
     """The same pipeline as configure_telemetry() (OTLP only), installed nowhere.
