@@ -26,6 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
+    # the engine's parts that change no state: spans, run index, drivers, threads, exit
+    ("task_spans", "runindex", "drivers", "threadwork", "registry"),
     # the engine
     ("tracker",),
     # ADK's side of it
@@ -36,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.library", "scenarios", "_render", "report_html",
-     "cli", ""),
+     "cli", "", "testing"),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

@@ -29,6 +29,15 @@ OTHER = "_other"
 NAME_CHARS = 256
 
 
+def end_attributes(outcome: str, error_type: str | None = None) -> dict[str, str]:
+    """How a task ended, as the span and the duration and orphan-lifetime points all
+    carry it: ``adk.tool_task.outcome``, and ``error.type`` where one is known. The
+    one place these two attributes are put together."""
+    if error_type is None:
+        return {sc.ADK_TOOL_TASK_OUTCOME: outcome}
+    return {sc.ADK_TOOL_TASK_OUTCOME: outcome, sc.ERROR_TYPE: error_type}
+
+
 class Series:
     """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
     counts behind ``started`` and ``active``."""
@@ -40,7 +49,7 @@ class Series:
         # The span's start attributes this series shares (the ids are added per task).
         self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
         # The duration histogram's attributes of the outcomes that need no more.
-        self.by_outcome = {o: {**attrs, sc.ADK_TOOL_TASK_OUTCOME: o}
+        self.by_outcome = {o: {**attrs, **end_attributes(o)}
                            for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)}
         self.started = 0
         self.open = 0
@@ -113,9 +122,7 @@ class Metrics:
               error_type: str | None = None, cancel_cause: str | None = None) -> None:
         attrs = series.by_outcome.get(outcome)
         if attrs is None:
-            attrs = {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
-            if error_type is not None:
-                attrs[sc.ERROR_TYPE] = error_type
+            attrs = {**series.attrs, **end_attributes(outcome, error_type)}
             if cancel_cause is not None:
                 attrs[sc.ADK_TOOL_TASK_CANCEL_CAUSE] = cancel_cause
         self._duration.record(seconds, attrs, context=_exemplar_context(span))
@@ -127,7 +134,7 @@ class Metrics:
 
     def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
         self._orphans_alive.add(-1, series.attrs)
-        self._orphan_lifetime.record(seconds, {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
+        self._orphan_lifetime.record(seconds, {**series.attrs, **end_attributes(outcome)},
                                      context=_exemplar_context(span))
 
     def overflow(self, series: Series) -> None:

@@ -1,8 +1,10 @@
 """What the tracker holds: a record per tool task, one per run, and the public views.
 
 Records are data. Their state moves only in ``tracker.Tracker`` (the state diagram
-is there); the other modules read them (orphans.py, calls.py, strict.py) or hand
-values to the tracker to store.
+is there); the reporters read them (orphans.py, calls.py, strict.py), the tracker's
+helpers keep the fields of their own concern (runindex.py, drivers.py,
+threadwork.py, task_spans.py: never ``state``), and the plugin hands the tracker
+ADK's objects turned into values (``RunStart``, ``ToolCall``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -45,6 +47,42 @@ class ToolIdentity:
     agent_name: str
     kind: str
     app_name: str
+
+
+class RunStart(NamedTuple):
+    """A run as the plugin hands it to ``Tracker.run_started``: ADK's objects already
+    turned into values (adk_compat), in one pass. ``owner`` is ADK's invocation
+    context, which the tracker only holds weakly (its death ends a run no signal
+    ended; the call ledger reads its session through adk_compat); ``span`` the span
+    current at the run's start; ``task`` the task running it and ``task_is_run``
+    whether ADK made that task for this run alone (it ends with the run)."""
+
+    invocation_id: str
+    app_name: str
+    conversation_id: str | None
+    owner: Any = None
+    span: Span | None = None
+    task: asyncio.Task[Any] | None = None
+    task_is_run: bool = False
+
+
+class ToolCall(NamedTuple):
+    """A tool call as the plugin hands it to ``Tracker.tool_started``, worked out in one
+    pass from ADK's objects (adk_compat): the tracker never goes back to them.
+    ``task`` is the asyncio task the call runs in (its end is the call's end);
+    ``stops`` the tool name a ``stop_streaming`` call asks to stop; ``conversation_id``
+    and ``owner`` start the call's run where the plugin saw no ``before_run`` (a
+    plugin added mid-run)."""
+
+    invocation_id: str
+    call_id: str
+    identity: ToolIdentity
+    series: Series
+    task: asyncio.Task[Any] | None
+    extra: dict[str, str] | None = None
+    stops: str | None = None
+    conversation_id: str | None = None
+    owner: Any = None
 
 
 @dataclass(frozen=True)
