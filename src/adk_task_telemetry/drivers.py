@@ -1,14 +1,15 @@
 """Which asyncio task drives a run, and the done-callback that tells the tracker it ended.
 
-A run goes on in the task reading its generator: ADK's own run task (2.x live runs:
-it ends exactly with the run), or a caller's task, which may serve thousands of runs
-(a web server's handler loop) and may hand the generator on to another task (a
-``wait_for`` around every ``anext``). The run record is the done-callback of its
-current driver (``RunRecord.__call__`` hands the end to the tracker's
-``driver_done``): of ADK's own run task for the run's whole life, of a caller's task
-only while the run has open tasks, so that a long-lived caller task never collects
-one callback per run. This module changes no record's state: it keeps the callback
-on the right task as the tracker's transitions change what the run holds.
+A run goes on in the task reading its generator: ADK's own run task (a live run
+where ``compat.LIVE_RUN_HAS_OWN_TASK``: it ends exactly with the run), or a caller's
+task, which may serve thousands of runs (a web server's handler loop) and may hand
+the generator on to another task (a ``wait_for`` around every ``anext``). The run
+record is the done-callback of its current driver (``RunRecord.__call__`` hands the
+end to the tracker's ``driver_done``): of ADK's own run task for the run's whole
+life, of a caller's task only while the run has open tasks, so that a long-lived
+caller task never collects one callback per run. This module changes no record's
+state: it keeps the callback on the right task as the tracker's transitions change
+what the run holds.
 """
 
 from __future__ import annotations

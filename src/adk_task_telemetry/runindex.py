@@ -3,14 +3,14 @@
 A run is one ``run_async``/``run_live`` call. Its ``RunHolder`` is set in a context
 variable at ``before_run``; the run's tool tasks copy the context when ADK creates
 them, so code of the run finds its own run there, even when two runs share an
-invocation id (2.x: a client answering a long-running call while the run that made
-it still works). The index (invocation id -> newest run, older runs of that id
-chained on ``RunRecord.older``) answers a lookup by id only where the context
-variable cannot say (a callback that runs outside the run's context); it is also
-the list of every run not ended, which the views (``state()``, ``open_tasks()``)
-and the sweeps that reach every run (``closed()``, ``shutdown()``, a dropped
-invocation context) iterate. This module changes no record's state: it holds the
-runs that the tracker starts and ends.
+invocation id (a client answering a long-running call while the run that made it
+still works: ADK may give the answering run the same id). The index (invocation id
+-> newest run, older runs of that id chained on ``RunRecord.older``) answers a
+lookup by id only where the context variable cannot say (a callback that runs
+outside the run's context); it is also the list of every run not ended, which the
+views (``state()``, ``open_tasks()``) and the sweeps that reach every run
+(``closed()``, ``shutdown()``, a dropped invocation context) iterate. This module
+changes no record's state: it holds the runs that the tracker starts and ends.
 """
 
 from __future__ import annotations
