@@ -26,8 +26,8 @@ from . import semconv as sc
 from .configure import settings
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, RunStart, TaskRecord, ToolCall, ToolIdentity, TrackerState
-from .tracker import Options, Tracker
+from .records import OpenTask, RunStart, TaskRecord, ToolIdentity, TrackerState
+from .tracker import Options, RunUnknown, Tracker
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -240,18 +240,24 @@ class TaskTelemetryPlugin(BasePlugin):
                                    tool_context: ToolContext) -> None:
         # ADK's objects turned into the tracker's values in one pass (adk_compat reads
         # them), then one verb: the tracker never goes back to them.
+        tracker = self._tracker
         try:
             ctx = compat.invocation_context_of(tool_context)
-            identity, series, stops = self._tool(tool, ctx, _app_name(ctx))
-            self._tracker.tool_started(ToolCall(
-                ctx.invocation_id, _call_id(tool_context), identity, series,
-                asyncio.current_task(),
-                self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name, tool_args)
-                if self._capture else None,
-                compat.stop_streaming_target(tool_args) if stops else None,
-                compat.session_id_of(ctx), ctx))
+            app_name = _app_name(ctx)
+            identity, series, stops = self._tool(tool, ctx, app_name)
+            call = (ctx.invocation_id, _call_id(tool_context), identity, series,
+                    asyncio.current_task())
+            extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
+                                    tool_args) if self._capture else None)
+            target = compat.stop_streaming_target(tool_args) if stops else None
+            try:
+                tracker.tool_started(*call, extra=extra, stops=target)
+            except RunUnknown:  # a tool task seen without its before_run (added mid-run)
+                tracker.run_started(RunStart(str(ctx.invocation_id), app_name,
+                                             compat.session_id_of(ctx), ctx))
+                tracker.tool_started(*call, extra=extra, stops=target)
         except Exception:
-            self._tracker.failed("before_tool_callback")
+            tracker.failed("before_tool_callback")
         return None
 
     @override

@@ -4,7 +4,7 @@ Records are data. Their state moves only in ``tracker.Tracker`` (the state diagr
 is there); the reporters read them (orphans.py, calls.py, strict.py), the tracker's
 helpers keep the fields of their own concern (runindex.py, drivers.py,
 threadwork.py, task_spans.py: never ``state``), and the plugin hands the tracker
-ADK's objects turned into values (``RunStart``, ``ToolCall``).
+ADK's objects turned into values (``RunStart``, ``ToolIdentity``).
 """
 
 from __future__ import annotations
@@ -64,25 +64,6 @@ class RunStart(NamedTuple):
     span: Span | None = None
     task: asyncio.Task[Any] | None = None
     task_is_run: bool = False
-
-
-class ToolCall(NamedTuple):
-    """A tool call as the plugin hands it to ``Tracker.tool_started``, worked out in one
-    pass from ADK's objects (adk_compat): the tracker never goes back to them.
-    ``task`` is the asyncio task the call runs in (its end is the call's end);
-    ``stops`` the tool name a ``stop_streaming`` call asks to stop; ``conversation_id``
-    and ``owner`` start the call's run where the plugin saw no ``before_run`` (a
-    plugin added mid-run)."""
-
-    invocation_id: str
-    call_id: str
-    identity: ToolIdentity
-    series: Series
-    task: asyncio.Task[Any] | None
-    extra: dict[str, str] | None = None
-    stops: str | None = None
-    conversation_id: str | None = None
-    owner: Any = None
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class TaskSpans:
         span = record.span
         if span is not None:
             if outcome is not None:
-                span.set_attributes(end_attributes(outcome, etype))
+                span.set_attributes(end_attributes({}, outcome, etype))
             return span
         parent_ctx = trace.get_current_span(record.parent).get_span_context()
         run = record.run
@@ -91,7 +91,7 @@ class TaskSpans:
             if record.extra:
                 attrs.update(record.extra)
             if outcome is not None:
-                attrs.update(end_attributes(outcome, etype))
+                end_attributes(attrs, outcome, etype)
             span = self.tracer.start_span(
                 sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
                 kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)

@@ -18,7 +18,7 @@ from opentelemetry import metrics, trace
 # The lifecycle engine driven directly, without ADK (benchmarks, unit checks), and a
 # way to make it fail inside (robustness tests). ``Tracker``, ``RunRecord`` and
 # ``TaskRecord`` are handed out as opaque values: pass them back to these helpers.
-from .records import RunRecord, RunStart, TaskRecord, ToolCall, ToolIdentity
+from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
 from .tracker import Options, Tracker
 
 #: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
@@ -46,8 +46,8 @@ def open_call(tracker: Tracker, run: RunRecord, call_id: str, *, task: Any = Non
     ``task`` (its end is the call's end), or, with ``task`` None, ended by its
     callbacks (``return_call``). None where ``max_open_tasks`` records are open."""
     identity = ToolIdentity(tool_name, "FunctionTool", agent_name, "call", run.app_name)
-    return tracker.tool_started(ToolCall(run.invocation_id, call_id, identity,
-                                         tracker.metrics.series_for(identity), task))
+    return tracker.tool_started(run.invocation_id, call_id, identity,
+                                tracker.metrics.series_for(identity), task)
 
 
 def return_call(tracker: Tracker, record: TaskRecord) -> None:

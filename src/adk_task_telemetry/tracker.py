@@ -21,13 +21,16 @@ and the process-wide registry with its exit sweep (registry.py). The reporters
 (orphans.py, calls.py, strict.py) tell what happened and never call back.
 
 A tool call's way in: the plugin's ``before_tool_callback`` turns ADK's objects into
-a ``records.ToolCall`` in one pass (adk_compat reads them), then calls one verb,
+the tracker's values in one pass (adk_compat reads them: the call id, the tool's
+``ToolIdentity`` and series, worked out once per tool), then calls one verb,
 ``tool_started``; the tracker finds the call's run (runindex), makes its record
 (records), enters it and makes the record its task's done-callback (and, for the
 run's first open task, the run its driver's: drivers). Plugin, adk_compat, plugin,
 tracker, runindex, tracker, records, tracker, drivers: each step down but the
 returns of the lookups. The tracker never goes back to ADK's objects: what it asks
-adk_compat is a rule on its own values (a kind, a trigger).
+adk_compat is a rule on its own values (a kind, a trigger). Only a call whose run
+it never saw start (a plugin added mid-run) takes a second turn: ``RunUnknown``,
+then ``run_started`` and ``tool_started`` again.
 """
 
 from __future__ import annotations
@@ -63,7 +66,6 @@ from .records import (
     RunStart,
     TaskRecord,
     TaskSeen,
-    ToolCall,
     ToolIdentity,
     TrackerState,
 )
@@ -82,6 +84,10 @@ _FAILURES_LOGGED = 10
 UNWIND_GRACE_S = 1.0
 #: Spawned tasks kept per run (strict mode) before finished ones are pruned.
 _PRUNE_SPAWNED_AT = 64
+
+
+class RunUnknown(LookupError):
+    """A tool call of a run the tracker never saw start (``Tracker.tool_started``)."""
 
 
 @dataclass(frozen=True)
@@ -395,19 +401,22 @@ class Tracker:
 
     # --- tasks ----------------------------------------------------------------------
 
-    def tool_started(self, call: ToolCall) -> TaskRecord | None:
-        """before_tool_callback: a tool task was created (``call``, worked out by the
-        plugin). Its run is the one this context belongs to, else the newest of its
-        invocation id, else a new one (a plugin added mid-run sees no before_run).
+    def tool_started(self, invocation_id: str, call_id: str, identity: ToolIdentity,
+                     series: Series, task: asyncio.Task[Any] | None, *,
+                     extra: dict[str, str] | None = None, stops: str | None = None
+                     ) -> TaskRecord | None:
+        """before_tool_callback: a tool task was created, running in ``task`` (its end is
+        the call's end); ``extra``: its captured arguments (opt-in); ``stops``: the tool
+        a ``stop_streaming`` call asks to stop. Its run is the one this context belongs
+        to, else the newest of its invocation id; ``RunUnknown`` where there is none
+        (no before_run seen: a plugin added mid-run), which ``run_started`` fixes.
         None when not tracked (max_open_tasks)."""
-        run = self._runs.of(call.invocation_id)
+        run = self._runs.of(invocation_id)
         if run is None:
-            run = self.run_started(RunStart(str(call.invocation_id), call.identity.app_name,
-                                            call.conversation_id, call.owner))
-        if call.stops is not None:
-            self._stop_requested(run, call.stops)
-        return self.opened(run, call.identity, call.series, call.call_id, call.task,
-                           call.extra)
+            raise RunUnknown(invocation_id)
+        if stops is not None:
+            self._stop_requested(run, stops)
+        return self.opened(run, identity, series, call_id, task, extra)
 
     def opened(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
                task: asyncio.Task[Any] | None, extra: dict[str, str] | None = None
