@@ -245,17 +245,19 @@ class TaskTelemetryPlugin(BasePlugin):
             ctx = compat.invocation_context_of(tool_context)
             app_name = _app_name(ctx)
             identity, series, stops = self._tool(tool, ctx, app_name)
-            call = (ctx.invocation_id, _call_id(tool_context), identity, series,
-                    asyncio.current_task())
+            call_id = _call_id(tool_context)
+            task = asyncio.current_task()
             extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                     tool_args) if self._capture else None)
             target = compat.stop_streaming_target(tool_args) if stops else None
             try:
-                tracker.tool_started(*call, extra=extra, stops=target)
+                tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
+                                     extra=extra, stops=target)
             except RunUnknown:  # a tool task seen without its before_run (added mid-run)
                 tracker.run_started(RunStart(str(ctx.invocation_id), app_name,
                                              compat.session_id_of(ctx), ctx))
-                tracker.tool_started(*call, extra=extra, stops=target)
+                tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
+                                     extra=extra, stops=target)
         except Exception:
             tracker.failed("before_tool_callback")
         return None

@@ -406,27 +406,22 @@ class Tracker:
                      extra: dict[str, str] | None = None, stops: str | None = None
                      ) -> TaskRecord | None:
         """before_tool_callback: a tool task was created, running in ``task`` (its end is
-        the call's end); ``extra``: its captured arguments (opt-in); ``stops``: the tool
+        the call's end; None: a call that runs in its run's own task, which its
+        callbacks end); ``extra``: its captured arguments (opt-in); ``stops``: the tool
         a ``stop_streaming`` call asks to stop. Its run is the one this context belongs
         to, else the newest of its invocation id; ``RunUnknown`` where there is none
         (no before_run seen: a plugin added mid-run), which ``run_started`` fixes.
-        None when not tracked (max_open_tasks)."""
-        run = self._runs.of(invocation_id)
-        if run is None:
-            raise RunUnknown(invocation_id)
-        if stops is not None:
-            self._stop_requested(run, stops)
-        return self.opened(run, identity, series, call_id, task, extra)
-
-    def opened(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
-               task: asyncio.Task[Any] | None, extra: dict[str, str] | None = None
-               ) -> TaskRecord | None:
-        """A tool task of ``run`` was created. None when not tracked (max_open_tasks).
+        None when not tracked (max_open_tasks).
 
         ``call_id`` is kept whole, however long: it is the join key between the span,
         the session's function call and response, and the call ledger, so every record
         of the call carries the same string (the one ADK holds: no copy is made, and
         records are bounded by ``max_open_tasks``)."""
+        run = self._runs.of(invocation_id)
+        if run is None:
+            raise RunUnknown(invocation_id)
+        if stops is not None:
+            self._stop_requested(run, stops)
         if self._open >= self.options.max_open_tasks:
             self._overflow(series)
             return None
