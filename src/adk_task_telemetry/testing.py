@@ -22,8 +22,9 @@ from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
 from .tracker import Options, Tracker
 
 #: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
-_PLUGIN_VERBS = ("run_started", "run_of", "run_ended", "closed", "tool_started",
-                 "current", "bind_thread_work")
+_PLUGIN_VERBS = ("run_started", "run_of", "run_step", "calls_seen", "run_ended", "closed",
+                 "tool_started", "current", "record_here", "moved", "returned", "raised",
+                 "bind_thread_work")
 
 
 def tracker(tracer_provider: trace.TracerProvider | None = None,
