@@ -107,7 +107,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self._redact = redact
         self._max_arg = max_argument_length
         self._tools: dict[_ToolKey, _Tool] = {}
-        self._last: tuple[Any, Any, str, bool, _Tool] | None = None
+        self._last: tuple[Any, Any, Any, bool, _Tool] | None = None
         # ADK's process-wide hooks (adk_compat) stay while this plugin lives: a
         # Runner's start and close never install or undo them (a Runner per request
         # would pay for both on every run). Undone when the last plugin is collected,
@@ -243,8 +243,7 @@ class TaskTelemetryPlugin(BasePlugin):
         tracker = self._tracker
         try:
             ctx = compat.invocation_context_of(tool_context)
-            app_name = _app_name(ctx)
-            identity, series, stops = self._tool(tool, ctx, app_name)
+            identity, series, stops = self._tool(tool, ctx)
             call_id = _call_id(tool_context)
             task = asyncio.current_task()
             extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
@@ -252,12 +251,12 @@ class TaskTelemetryPlugin(BasePlugin):
             target = compat.stop_streaming_target(tool_args) if stops else None
             try:
                 tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
-                                     extra=extra, stops=target)
+                                     extra, target)
             except RunUnknown:  # a tool task seen without its before_run (added mid-run)
-                tracker.run_started(RunStart(str(ctx.invocation_id), app_name,
+                tracker.run_started(RunStart(str(ctx.invocation_id), identity.app_name,
                                              compat.session_id_of(ctx), ctx))
                 tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
-                                     extra=extra, stops=target)
+                                     extra, target)
         except Exception:
             tracker.failed("before_tool_callback")
         return None
@@ -298,15 +297,17 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- internals --------------------------------------------------------------
 
-    def _tool(self, tool: BaseTool, ctx: Any, app_name: str) -> _Tool:
-        """What a call to ``tool`` in ``ctx`` of app ``app_name`` is (its identity,
+    def _tool(self, tool: BaseTool, ctx: Any) -> _Tool:
+        """What a call to ``tool`` in ``ctx`` is (its identity, with the app's name,
         series, and whether it stops a streaming tool), worked out once per tool: the
         last one is kept at hand (a run's calls mostly go to one tool), the rest by
         their key."""
         last = self._last
+        app = getattr(ctx, "app_name", None)
         if (last is not None and last[0] is tool and last[1] is getattr(ctx, "agent", None)
-                and last[2] == app_name and last[3] is compat.is_live(ctx)):
+                and last[2] == app and last[3] is compat.is_live(ctx)):
             return last[4]
+        app_name = str(app or "")
         key = (*compat.tool_key(tool, ctx), app_name)
         found = self._tools.get(key)
         if found is None:
@@ -317,8 +318,7 @@ class TaskTelemetryPlugin(BasePlugin):
                      identity.kind == sc.Kind.CALL and compat.is_stop_streaming(tool))
             if len(self._tools) < _TOOLS_CACHED:
                 self._tools[key] = found
-        self._last = (tool, getattr(ctx, "agent", None), app_name, compat.is_live(ctx),
-                      found)
+        self._last = (tool, getattr(ctx, "agent", None), app, compat.is_live(ctx), found)
         return found
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:

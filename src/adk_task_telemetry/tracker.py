@@ -402,7 +402,7 @@ class Tracker:
     # --- tasks ----------------------------------------------------------------------
 
     def tool_started(self, invocation_id: str, call_id: str, identity: ToolIdentity,
-                     series: Series, task: asyncio.Task[Any] | None, *,
+                     series: Series, task: asyncio.Task[Any] | None,
                      extra: dict[str, str] | None = None, stops: str | None = None
                      ) -> TaskRecord | None:
         """before_tool_callback: a tool task was created, running in ``task`` (its end is
