@@ -11,14 +11,16 @@ ends (``_end``) or is orphaned (``_orphan``), never both, never twice. The count
 behind ``started`` and ``active`` and the open total change only in those two. A
 run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, and it ends
 only in ``_end_run``, which applies each trigger's rule as adk_compat states it
-(``kinds_ended_by``, ``caller_cut_run``).
+(``kinds_ended_by``, with ``caller_cut_run`` and ``span_end_cut_run`` beside it).
 
 Beside it, one concern a module and each looking only down, is what changes no
 state: a task's span and the sampler (task_spans.py), the run index and the context
 variable that finds a run (runindex.py), the run's done-callback on the task that
 drives it (drivers.py), the binding of a call to its pool thread (threadwork.py),
 and the process-wide registry with its exit sweep (registry.py). The reporters
-(orphans.py, calls.py, strict.py) tell what happened and never call back.
+(orphans.py, calls.py) tell what happened and never call back; strict.py hands the
+tasks it finds to the tracker through a protocol (``strict.SpawnOwner``), as the
+records and threadwork.py do (``records.RecordOwner``, ``threadwork.WorkOwner``).
 
 A tool call's way in: the plugin's ``before_tool_callback`` turns ADK's objects into
 the tracker's values in one pass (adk_compat reads them: the call id, the tool's
