@@ -1,10 +1,11 @@
 """Every tracker of the process, and their sweep at process exit.
 
 A tracker adds itself here when it is made (held weakly: a plugin that is gone takes
-its tracker with it). The first plugin puts ``shutdown_all`` on exit.py's ordered
-list (``register_shutdown``): at interpreter exit or SIGTERM, runs still in flight in
-every tracker end with trigger ``shutdown``, their orphans reported before anything
-is flushed. This module changes no record's state: each tracker's ``shutdown`` does.
+its tracker with it). Each plugin made puts ``shutdown_all`` on exit.py's ordered
+list (``register_shutdown``; the list keeps it once): at interpreter exit or SIGTERM,
+runs still in flight in every tracker end with trigger ``shutdown``, their orphans
+reported before anything is flushed. This module changes no record's state: each
+tracker's ``shutdown`` does.
 """
 
 from __future__ import annotations
