@@ -28,6 +28,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "records", "metrics", "spans", "exit", "plugin_order", "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
+    # the engine's parts that change no state: spans, run index, drivers, threads, exit
+    ("task_spans", "runindex", "drivers", "threadwork", "registry"),
     # the engine
     ("tracker",),
     # ADK's side of it

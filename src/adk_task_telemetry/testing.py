@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry import metrics, trace
 
 from . import adk_compat as _compat
+from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
+from .tracker import Options, Tracker
 
 # --- compat ---
 
@@ -47,3 +52,70 @@ def configure_afresh() -> Iterator[None]:
         yield
     finally:
         configure.replace_active(earlier)
+
+
+# --- tracker ---
+# The lifecycle engine driven directly, without ADK (benchmarks, unit checks), and a
+# way to make it fail inside (robustness tests). ``Tracker``, ``RunRecord`` and
+# ``TaskRecord`` are handed out as opaque values: pass them back to these helpers.
+
+#: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
+_PLUGIN_VERBS = ("run_started", "run_of", "run_step", "calls_seen", "run_ended", "closed",
+                 "tool_started", "current", "record_here", "moved", "returned", "raised",
+                 "bind_thread_work")
+
+
+def tracker(tracer_provider: trace.TracerProvider | None = None,
+            meter_provider: metrics.MeterProvider | None = None, *,
+            max_open_tasks: int = 10_000) -> Tracker:
+    """A tracker of its own (what one plugin instance holds), on these providers."""
+    return Tracker(tracer_provider, meter_provider, Options(max_open_tasks=max_open_tasks))
+
+
+def start_run(tracker: Tracker, invocation_id: str, *, app_name: str = "bench",
+              conversation_id: str | None = "session-1") -> RunRecord:
+    """A run, as ``before_run_callback`` starts one, with no ADK span or task: it
+    ends when ``end_run`` (or the process's exit sweep) says so."""
+    return tracker.run_started(RunStart(invocation_id, app_name, conversation_id))
+
+
+def open_call(tracker: Tracker, run: RunRecord, call_id: str, *, task: Any = None,
+              tool_name: str = "fetch", agent_name: str = "worker") -> TaskRecord | None:
+    """A tool call of ``run``, as ``before_tool_callback`` opens one: bound to
+    ``task`` (its end is the call's end), or, with ``task`` None, ended by its
+    callbacks (``return_call``). None where ``max_open_tasks`` records are open."""
+    identity = ToolIdentity(tool_name, "FunctionTool", agent_name, "call", run.app_name)
+    return tracker.tool_started(run.invocation_id, call_id, identity,
+                                tracker.metrics.series_for(identity), task)
+
+
+def return_call(tracker: Tracker, record: TaskRecord) -> None:
+    """The call produced its result (``after_tool_callback``)."""
+    tracker.returned(record)
+
+
+def end_run(tracker: Tracker, run: RunRecord, trigger: str = "after_run") -> None:
+    """ADK said the run ended (``after_run_callback`` by default): each call still
+    running becomes an orphan."""
+    tracker.run_ended(run, trigger)
+
+
+@contextlib.contextmanager
+def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
+    """Inside the block, every tracker verb that a plugin callback calls raises
+    ``error`` (default ``RuntimeError``): a forced failure inside the plugin's own
+    code, which it must swallow and count (``TaskTelemetryPlugin.internal_errors``)
+    without breaking the user's run."""
+    failure = error if error is not None else RuntimeError("forced by failing_tracker")
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise failure
+
+    saved = {name: vars(Tracker)[name] for name in _PLUGIN_VERBS}
+    try:
+        for name in _PLUGIN_VERBS:
+            setattr(Tracker, name, broken)
+        yield
+    finally:
+        for name, verb in saved.items():
+            setattr(Tracker, name, verb)

@@ -47,18 +47,44 @@ def works_in_background(kind: str) -> bool:
 
 
 def kinds_ended_by(trigger: str, driver_is_run: bool) -> frozenset[str] | None:
-    """Which open tasks of a run a run-end trigger ends (None: all of them).
+    """Which open tasks of a run a run-end trigger ends (None: all of them). Each
+    trigger's whole rule is here, with ``caller_cut_run`` below:
 
-    - ``after_run``, ``run_error``, ``live_teardown``, ``plugin_close`` (applied
-      only to runs whose driving task is gone) and ``shutdown`` end the run.
+    - ``after_run``, ``run_error``, ``live_teardown``, ``plugin_close`` and
+      ``shutdown`` end the run. ``plugin_close`` is applied only to runs no longer
+      running (``RunRecord.still_running``): ``Runner.close()`` does not stop runs
+      in progress, and one plugin may serve many Runners.
     - ``run_task_done``: the task driving the run's current step ended. If ADK made
       that task for the run alone (2.x live), the run is over. If it is a caller's
       task, the caller may hand the run's generator on to another task (a
       ``wait_for(anext(...))`` per event does), so only the tasks of that step end.
+    - ``run_span_end``: ADK's run span ended (all of the run's tasks end); whether
+      the caller cut the run is read from what passed through it
+      (``span_end_cut_run``).
     """
     if trigger == _sc.EndTrigger.RUN_TASK_DONE and not driver_is_run:
         return STEP_KINDS
     return None
+
+
+#: Triggers that mean the caller stopped the run before it finished, once they end
+#: it (the reason of an unanswered call whose own task explains nothing).
+_CALLER_ENDS = frozenset({_sc.EndTrigger.RUN_TASK_DONE, _sc.EndTrigger.LIVE_TEARDOWN,
+                          _sc.EndTrigger.PLUGIN_CLOSE})
+
+
+def caller_cut_run(trigger: str) -> bool:
+    """Whether a run that ``trigger`` ended was stopped by its caller (part of the
+    trigger's rule: ``kinds_ended_by``). Never for ``run_span_end``, which tells it
+    when the span ends (``span_end_cut_run``)."""
+    return trigger in _CALLER_ENDS
+
+
+def span_end_cut_run(error: BaseException | None) -> bool:
+    """ADK's run span ended with ``error`` passing through it, and no other signal had
+    ended the run: the caller cut it, unless the run raised an ``Exception`` (a
+    ``CancelledError`` or ``GeneratorExit`` is the caller's doing)."""
+    return not isinstance(error, Exception)
 
 
 def cancellation_unwinds_step(error: BaseException | None) -> bool:
