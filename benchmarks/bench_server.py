@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -64,6 +65,7 @@ class Plan:
     warmup: float  # seconds of load per server before its first block
     concurrency: int  # clients at a time
     arms: tuple[str, ...] = ARMS
+    work: int = WORK  # integer rounds per tool call
 
 
 FULL = Plan(3, 4, 5.0, 2.0, 16)
@@ -131,7 +133,7 @@ class Server:
     """One ADK server process on 127.0.0.1, serving the bench agent in one arm."""
 
     def __init__(self, arm: str, tmp: Path, endpoint: str, cpu: int | None,
-                 profile_to: Path | None = None) -> None:
+                 profile_to: Path | None = None, work: int = WORK) -> None:
         from tests.otlp_receivers import free_port
 
         self.arm = arm
@@ -142,7 +144,7 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp / f"server-{arm}-{self.port}.log"
         env = _env({"BENCH_SERVER_ARM": arm, "BENCH_SERVER_ENDPOINT": endpoint,
-                    "BENCH_SERVER_CALLS": str(CALLS), "BENCH_SERVER_WORK": str(WORK),
+                    "BENCH_SERVER_CALLS": str(CALLS), "BENCH_SERVER_WORK": str(work),
                     **({"BENCH_SERVER_PROFILE": str(profile_to)} if profile_to else {})})
         with self.log_path.open("w") as log:
             self.proc = subprocess.Popen(
@@ -270,7 +272,7 @@ def _measure(plan: Plan, pin: bool, arms: tuple[str, ...] = ARMS,
         with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
             for g in range(plan.generations):
                 servers = {arm: Server(arm, Path(tmp), receiver.endpoint, server_cpu,
-                                       profile_to) for arm in arms}
+                                       profile_to, plan.work) for arm in arms}
                 try:
                     for s in servers.values():
                         s.wait_ready()
@@ -320,7 +322,7 @@ def _measure(plan: Plan, pin: bool, arms: tuple[str, ...] = ARMS,
     cpu = {arm: _spread([b["bare"]["server_cpu_ms_per_run"] / b[arm]["server_cpu_ms_per_run"]
                          for b in blocks]) for arm in others}
     return {
-        "arms": list(arms), "calls_per_run": CALLS, "work_rounds_per_call": WORK,
+        "arms": list(arms), "calls_per_run": CALLS, "work_rounds_per_call": plan.work,
         "concurrency": plan.concurrency, "block_seconds": plan.seconds,
         "generations": plan.generations, "pairs_per_generation": plan.pairs,
         "pinned": server_cpu is not None,
@@ -443,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="profile each server's event loop (cProfile) into DIR and print "
                          "each thread's CPU time (for development: the profiler's cost "
                          "is in the figures)")
+    ap.add_argument("--work", type=int, default=WORK,
+                    help=f"integer rounds per tool call (default {WORK:,}, about 1 ms); with "
+                         "--record, another value writes results/server-work<N>.json")
     ap.add_argument("--plan", default="", metavar="G,P,SECONDS",
                     help="server pairs, block pairs per server pair, seconds per block")
     ap.add_argument("--serve", nargs=2, metavar=("PORT", "AGENTS_DIR"), help=argparse.SUPPRESS)
@@ -461,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         g, p, sec = args.plan.split(",")
         plan = Plan(int(g), int(p), float(sec), plan.warmup, plan.concurrency, plan.arms)
     arms = tuple(args.arms.split(",")) if args.arms else plan.arms
+    plan = dataclasses.replace(plan, work=args.work)
     print(f"google-adk {version('google-adk')}, Python {sys.version.split()[0]}: "
           f"{plan.generations} server pairs x {plan.pairs} pairs of {plan.seconds:g} s "
           f"blocks, {plan.concurrency} clients", flush=True)
@@ -479,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{r['failed_runs']} failed runs; load average {r['loadavg_before']} -> "
           f"{r['loadavg_after']}", flush=True)
     if args.record and not args.quick:
-        (RESULTS / "server.json").write_text(json.dumps(r, indent=1) + "\n")
+        name = "server.json" if args.work == WORK else f"server-work{args.work}.json"
+        (RESULTS / name).write_text(json.dumps(r, indent=1) + "\n")
     return 0
 
 
@@ -579,7 +586,21 @@ def markdown() -> list[str]:
               f"{r['export']['tool_task_spans_received']:,} of the "
               f"{r['export']['tool_task_spans_expected']:,} `tool_task` spans the export "
               f"arm's runs made ({r['export']['spans_received']:,} spans in all, ADK's own "
-              f"included); {r['failed_runs']} runs failed.", "", *_verdict(r), *_PROFILE]
+              f"included); {r['failed_runs']} runs failed.", "", *_verdict(r)]
+    for other in sorted(RESULTS.glob("server-work*.json")):
+        w = json.loads(other.read_text())
+        a, b = w["ratio_runs_per_s"]["export"], w["ratio_cpu_per_run"]["export"]
+        cpu = w["server_cpu_ms_per_run"]
+        lines += [f"With heavier tools (`python -m benchmarks.bench_server --work "
+                  f"{w['work_rounds_per_call']} --arms bare,export --plan "
+                  f"{w['generations']},{w['pairs_per_generation']},{w['block_seconds']:g} "
+                  f"--record`, {w['date']}, load average {w['loadavg_before']} before): "
+                  f"{cpu['bare']['median']:.1f} ms of CPU a bare run, "
+                  f"{cpu['export']['median']:.1f} with plugin + export; ratio by CPU per run "
+                  f"**{b['median']:.3f}** (min {b['min']:.3f}, max {b['max']:.3f}, "
+                  f"{b['n']} rounds), by runs per second {a['median']:.3f} (min "
+                  f"{a['min']:.3f}, max {a['max']:.3f}).", ""]
+    lines += _PROFILE
     return lines
 
 
