@@ -503,7 +503,10 @@ _PROFILE = [
     "| adk_task_telemetry (the plugin's callbacks, tracker, OpenSpanProcessor) "
     "| 1.1 | 0.3 | 1.6 |",
     "| OpenTelemetry SDK and API, traces (our two spans; with export: the batch "
-    "processor's `on_end` for every span) | 2.8 | 1.4 | 2.7 |",
+    "processor's `on_end` for every span) | 2.8 (2.0 of it in one function, the context's "
+    "`get_current`: about as many calls a run as bare, at 7 times the time, probably a "
+    "collection of the heap billed to it; "
+    "without it 0.8) | 1.4 | 2.7 |",
     "| OpenTelemetry SDK metrics: ADK's and FastAPI's own instruments (9 histogram points "
     "a run, each offered to an exemplar reservoir) recording into the MeterProvider "
     "`configure_telemetry()` installs; ours are 2 of them | 0 | 1.6 | 1.8 |",
