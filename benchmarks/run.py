@@ -36,7 +36,9 @@ from typing import Any
 
 from .bench_curve import markdown as curve_markdown
 from .bench_hot_path import markdown as hot_path_markdown
+from .bench_memory import markdown as memory_markdown
 from .bench_orphans import markdown as orphans_markdown
+from .bench_server import markdown as server_markdown
 from .callgrind_hot_path import markdown as per_request_markdown
 from .common import (
     NullPlugin,
@@ -748,6 +750,8 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         *per_request_markdown(),
         *curve_markdown(),
         *orphans_markdown(),
+        *memory_markdown(),
+        *server_markdown(),
         "## The section benchmarks (`benchmarks.run`)",
         "",
         "Produced by:",

@@ -124,6 +124,8 @@ def test_throughput(quick: dict[str, Any]) -> None:
 @pytest.mark.parametrize("module, says", [
     ("benchmarks.bench_curve", "to the first level"),
     ("benchmarks.bench_orphans", "orphans alive"),
+    ("benchmarks.bench_memory", "bytes per open task"),
+    ("benchmarks.bench_server", "tool_task spans received; 0 failed runs"),
 ])
 def test_curve_benchmarks_run(module: str, says: str) -> None:
     """Issue 24's curves, at a smoke size: they run through a real Runner and print
