@@ -18,9 +18,10 @@ state: a task's span and the sampler (task_spans.py), the run index and the cont
 variable that finds a run (runindex.py), the run's done-callback on the task that
 drives it (drivers.py), the binding of a call to its pool thread (threadwork.py),
 and the process-wide registry with its exit sweep (registry.py). The reporters
-(orphans.py, calls.py) tell what happened and never call back; strict.py hands the
-tasks it finds to the tracker through a protocol (``strict.SpawnOwner``), as the
-records and threadwork.py do (``records.RecordOwner``, ``threadwork.WorkOwner``).
+(orphans.py, calls.py, strict.py) tell what happened and never call back: strict.py
+returns the tasks left running (``strict.left_running``) for the tracker to adopt.
+The records and threadwork.py hand a record back through a small protocol the
+tracker implements (``records.RecordOwner``, ``threadwork.WorkOwner``).
 
 A tool call's way in: the plugin's ``before_tool_callback`` turns ADK's objects into
 the tracker's values in one pass (adk_compat reads them: the call id, the tool's
