@@ -1,0 +1,460 @@
+"""Export (issue 24): configure_telemetry()'s span pipeline against the SDK's own
+BatchSpanProcessor with the OTLP exporter, on the same load and the same receiver.
+
+    python -m benchmarks.bench_export                # 6 rounds x 2 s blocks, both protocols
+    python -m benchmarks.bench_export --quick        # a smoke run (a few seconds)
+    python -m benchmarks.bench_export --record       # also benchmarks/results/export.json
+
+The load is the plugin's span path driven at 5,000 tool tasks a second: every 10 ms
+five runs start, each ``before_run``, 10 tool calls in asyncio tasks of their own
+(``before_tool``, the body, ``after_tool``; each task's end reaching the plugin through
+its done-callback), ``after_run`` -- what ADK does for each tool call, with stand-ins
+for ADK's context objects. Not a real ADK Runner: one Runner run of 10 scripted calls
+costs about 8 ms of CPU here (docs/benchmarks.md, section 2), so a shared core tops out
+near 1,500 tool tasks a second, well short of 5,000; and ADK traces its own spans with
+the process's global TracerProvider, which can be only one of the arms below.
+
+Arms, in one process, each with its own TaskTelemetryPlugin on its own providers:
+``ours``, the pipeline configure_telemetry() builds (``configure.detached``: SDK
+BatchSpanProcessor -> our hand-over exporter -> bounded buffer -> sender thread -> the
+SDK's OTLP exporter; the OpenSpanProcessor too), and ``stock``, the SDK's
+TracerProvider + BatchSpanProcessor + OTLPSpanExporter, each over OTLP/HTTP (protobuf,
+configure_telemetry()'s default) and OTLP/gRPC; both have a MeterProvider exporting
+OTLP at the same interval. ``floor``: BatchSpanProcessor with an exporter that does
+nothing, to tell the export's share from the load's. The receiver is one OTLP server
+(tests/otlp_receivers.py, real sockets, every request decoded) in a process of its own,
+so its work is not billed to the arms; it counts spans per ``service.name``.
+
+Blocks of each arm take turns in every round (the order rotating). A block: the paced
+load for ``--seconds`` while a probe task sleeps 1 ms in a loop (event-loop lag: how
+late each wake-up comes), then the provider's ``force_flush`` and a wait until the
+receiver holds every span the block ended. CPU per span is the process's CPU time
+(every thread: the SDK's worker, our sender) over the whole block, flush and wait
+included, per span received. Ratios ours/stock are taken per round; reported are their
+median and range over the rounds. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from .common import (
+    FakeInvocationContext,
+    FakeToolContext,
+    NoopSpanExporter,
+    _tool_task,
+    quiet_plugin_logger,
+    spread,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).with_name("results")
+RATE = 5000  # tool tasks a second
+TICK = 0.010  # seconds between launches
+CALLS = 10  # parallel tool calls per run
+_PROBE_S = 0.001
+PROTOCOLS = ("http/protobuf", "grpc")
+
+
+# --- the receiver: a process of its own --------------------------------------------
+
+
+def _receiver_main() -> None:
+    """Child: OTLP/gRPC and OTLP/HTTP receivers sharing one span count per service.name;
+    answers ``{"service": s, "spans": n, "timeout": t}`` on stdin once it holds n spans
+    of s (or the timeout passed) with the count it holds."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.otlp_receivers import GrpcReceiver, HttpReceiver, Received, attrs
+
+    class Counting(Received):
+        """Counts spans per service.name and keeps no request (memory stays flat)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.by_service: dict[str, int] = {}
+
+        def add(self, kind: str, request: Any, headers: dict[str, str]) -> None:
+            if kind != "traces":
+                return
+            counts: dict[str, int] = {}
+            for rs in request.resource_spans:
+                service = str(attrs(rs.resource.attributes).get("service.name"))
+                counts[service] = counts.get(service, 0) + sum(len(ss.spans)
+                                                               for ss in rs.scope_spans)
+            with self.cond:
+                for s, n in counts.items():
+                    self.by_service[s] = self.by_service.get(s, 0) + n
+                self.cond.notify_all()
+
+    rx = Counting()
+    grpc_rx, http_rx = GrpcReceiver(received=rx), HttpReceiver(received=rx)
+    print(json.dumps({"grpc": grpc_rx.endpoint, "http/protobuf": http_rx.endpoint}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req.get("op") == "quit":
+            break
+        service, want = str(req["service"]), int(req["spans"])
+        rx.wait_for(lambda: rx.by_service.get(service, 0) >= want, float(req["timeout"]))
+        with rx.cond:
+            got = rx.by_service.get(service, 0)
+        print(json.dumps({"spans": got}), flush=True)
+    grpc_rx.stop()
+    http_rx.stop()
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.bench_export", "--receiver-child"],
+            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.endpoints: dict[str, str] = json.loads(self.proc.stdout.readline())
+
+    def wait(self, service: str, spans: int, timeout: float = 30.0) -> int:
+        """Spans of ``service`` received so far, once there are ``spans`` (or at timeout)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"service": service, "spans": spans,
+                                          "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        return int(json.loads(self.proc.stdout.readline())["spans"])
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write('{"op": "quit"}\n')
+            self.proc.stdin.flush()
+            self.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+# --- the arms ------------------------------------------------------------------------
+
+
+class _Counter(SpanProcessor):
+    """A span processor that counts ended spans (the same in every arm)."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended += 1
+
+
+class Arm:
+    def __init__(self, name: str, tracer_provider: Any, meter_provider: Any,
+                 close: Callable[[], None], exported: bool) -> None:
+        from adk_task_telemetry import TaskTelemetryPlugin
+
+        self.name = name
+        self.tp = tracer_provider
+        self.counter = _Counter()
+        self.tp.add_span_processor(self.counter)
+        self.plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
+                                          meter_provider=meter_provider)
+        self.close = close
+        self.exported = exported
+        self.received = 0
+
+
+def _ours(protocol: str, endpoint: str, interval_ms: float) -> Arm:
+    from adk_task_telemetry.configure import detached
+
+    handle = detached(endpoint=endpoint, protocol=protocol, service_name=f"ours {protocol}")
+    return Arm(f"ours {protocol}", handle.tracer_provider, handle.meter_provider,
+               lambda: handle.shutdown(timeout_millis=5000), True)
+
+
+def _stock(protocol: str, endpoint: str, interval_ms: float) -> Arm:
+    """What a user writes from the SDK's documentation for the same export."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        spans: Any = OTLPSpanExporter(endpoint=endpoint, insecure=True)
+        metrics: Any = OTLPMetricExporter(endpoint=endpoint, insecure=True)
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter as HttpMetricExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
+        )
+        spans = HttpSpanExporter(endpoint=f"{endpoint}/v1/traces")
+        metrics = HttpMetricExporter(endpoint=f"{endpoint}/v1/metrics")
+    resource = Resource.create({"service.name": f"stock {protocol}"})
+    tp = TracerProvider(resource=resource, shutdown_on_exit=False)
+    tp.add_span_processor(BatchSpanProcessor(spans))
+    mp = MeterProvider(metric_readers=[PeriodicExportingMetricReader(
+        metrics, export_interval_millis=interval_ms)], resource=resource, shutdown_on_exit=False)
+
+    def close() -> None:
+        tp.shutdown()
+        mp.shutdown()
+    return Arm(f"stock {protocol}", tp, mp, close, True)
+
+
+def _floor(interval_ms: float) -> Arm:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(BatchSpanProcessor(NoopSpanExporter()))
+    mp = MeterProvider(metric_readers=[InMemoryMetricReader()], shutdown_on_exit=False)
+
+    def close() -> None:
+        tp.shutdown()
+        mp.shutdown()
+    return Arm("floor", tp, mp, close, False)
+
+
+# --- the load --------------------------------------------------------------------------
+
+
+async def _run(plugin: Any, name: str) -> None:
+    ctx = FakeInvocationContext(name)
+    await plugin.before_run_callback(invocation_context=ctx)
+    await asyncio.gather(*[asyncio.create_task(_tool_task(plugin, FakeToolContext(
+        f"call-{i}", ctx))) for i in range(CALLS)])
+    await plugin.after_run_callback(invocation_context=ctx)
+
+
+async def _probe(stop: asyncio.Event, lags: list[float]) -> None:
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(_PROBE_S)
+        lags.append(time.perf_counter() - t - _PROBE_S)
+
+
+def _p(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+
+
+async def _paced(plugin: Any, seconds: float, tag: str) -> dict[str, float]:
+    """Runs of CALLS tool tasks started on a fixed schedule for RATE tasks a second
+    (late ticks catch up; nothing is skipped). Returns the achieved rate and the lag."""
+    runs_per_tick = max(1, round(RATE * TICK / CALLS))
+    ticks = max(1, round(seconds / TICK))
+    stop = asyncio.Event()
+    lags: list[float] = []
+    probe = asyncio.create_task(_probe(stop, lags))
+    pending: set[asyncio.Task[None]] = set()
+    t0 = time.perf_counter()
+    for k in range(ticks):
+        delay = t0 + k * TICK - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        for j in range(runs_per_tick):
+            task = asyncio.create_task(_run(plugin, f"{tag}-{k}-{j}"))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.gather(*list(pending))
+    wall = time.perf_counter() - t0
+    stop.set()
+    await probe
+    tasks = ticks * runs_per_tick * CALLS
+    return {"tasks": tasks, "wall_s": wall, "tasks_per_s": tasks / wall,
+            "lag_p99_ms": _p(lags, 0.99) * 1e3, "lag_median_ms": _p(lags, 0.5) * 1e3}
+
+
+def _block(loop: asyncio.AbstractEventLoop, arm: Arm, receiver: Receiver, seconds: float,
+           tag: str) -> dict[str, float]:
+    gc.collect()  # earlier garbage is not billed to this block
+    ended0 = arm.counter.ended
+    c0, l0 = time.process_time(), time.thread_time()
+    load = loop.run_until_complete(_paced(arm.plugin, seconds, tag))
+    loop_cpu = time.thread_time() - l0
+    arm.tp.force_flush()
+    spans = arm.counter.ended - ended0
+    if arm.exported:
+        got = receiver.wait(arm.name, arm.received + spans)
+        lost = arm.received + spans - got
+        arm.received = got
+    else:
+        lost = 0
+    cpu = time.process_time() - c0
+    return {**load, "spans": spans, "lost": lost, "cpu_s": cpu,
+            "cpu_us_per_span": cpu / max(spans, 1) * 1e6,
+            "loop_cpu_us_per_task": loop_cpu / load["tasks"] * 1e6}
+
+
+def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str, Any]:
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    quiet_plugin_logger()
+    receiver = Receiver()
+    interval_ms = 60_000.0  # configure_telemetry()'s default metric export interval
+    arms = [_floor(interval_ms)]
+    for proto in protocols:
+        arms.append(_ours(proto, receiver.endpoints[proto], interval_ms))
+        arms.append(_stock(proto, receiver.endpoints[proto], interval_ms))
+    loop = asyncio.new_event_loop()
+    blocks: dict[str, list[dict[str, float]]] = {a.name: [] for a in arms}
+    arm_by_name = {a.name: a for a in arms}
+    try:
+        for arm in arms:  # warm-up: imports, first connections, caches
+            _block(loop, arm, receiver, min(seconds, 0.3), "warm")
+        for r in range(rounds):
+            k = r % len(arms)
+            for arm in arms[k:] + arms[:k]:
+                blocks[arm.name].append(_block(loop, arm, receiver, seconds, f"r{r}"))
+    finally:
+        loop.close()
+        for arm in arms:
+            arm.close()
+        receiver.stop()
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(b[key] for b in blocks[name])
+
+    per_arm = {name: {"cpu_us_per_span": spread([b["cpu_us_per_span"] for b in bs]),
+                      "spans_per_cpu_second": 1e6 / med(name, "cpu_us_per_span"),
+                      "loop_cpu_us_per_task": spread([b["loop_cpu_us_per_task"] for b in bs]),
+                      "lag_p99_ms": spread([b["lag_p99_ms"] for b in bs]),
+                      "lag_median_ms": med(name, "lag_median_ms"),
+                      "tasks_per_s": spread([b["tasks_per_s"] for b in bs]),
+                      "spans": sum(int(b["spans"]) for b in bs),
+                      "plugin_internal_errors": arm_by_name[name].plugin.internal_errors,
+                      "lost": sum(int(b["lost"]) for b in bs)}
+               for name, bs in blocks.items()}
+    ratios: dict[str, Any] = {}
+    for proto in protocols:
+        ours, stock, floor = blocks[f"ours {proto}"], blocks[f"stock {proto}"], blocks["floor"]
+        ratios[proto] = {
+            "cpu_per_span": spread([o["cpu_us_per_span"] / s["cpu_us_per_span"]
+                                    for o, s in zip(ours, stock, strict=True)]),
+            # The export's own share: each arm minus the floor of the same round.
+            "export_cpu_per_span": spread([
+                (o["cpu_us_per_span"] - f["cpu_us_per_span"])
+                / (s["cpu_us_per_span"] - f["cpu_us_per_span"])
+                for o, s, f in zip(ours, stock, floor, strict=True)
+                if s["cpu_us_per_span"] > f["cpu_us_per_span"]] or [float("nan")]),
+            "export_us_per_span": {
+                "ours": statistics.median(o["cpu_us_per_span"] - f["cpu_us_per_span"]
+                                          for o, f in zip(ours, floor, strict=True)),
+                "stock": statistics.median(s["cpu_us_per_span"] - f["cpu_us_per_span"]
+                                           for s, f in zip(stock, floor, strict=True))},
+            "lag_p99": spread([o["lag_p99_ms"] / s["lag_p99_ms"]
+                               for o, s in zip(ours, stock, strict=True)
+                               if s["lag_p99_ms"] > 0] or [float("nan")]),
+        }
+    return {"benchmark": "export", "rate_target": RATE, "calls_per_run": CALLS,
+            "rounds": rounds, "block_seconds": seconds, "protocols": list(protocols),
+            "arms": per_arm, "ours_over_stock": ratios,
+            "environment": {"python": platform.python_version(),
+                            "google_adk": version("google-adk"),
+                            "opentelemetry_sdk": version("opentelemetry-sdk"),
+                            "cpus": os.cpu_count()},
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def _summary(r: dict[str, Any]) -> str:
+    lines = [f"{r['rounds']} rounds x {r['block_seconds']} s blocks at {r['rate_target']:,} "
+             f"tool tasks/s (target):"]
+    for name, a in r["arms"].items():
+        lines.append(f"  {name:20s} {a['cpu_us_per_span']['median']:7.1f} us CPU per span "
+                     f"({a['spans_per_cpu_second']:,.0f} spans per CPU second), loop lag p99 "
+                     f"{a['lag_p99_ms']['median']:.2f} ms, {a['tasks_per_s']['median']:,.0f} "
+                     f"tasks/s achieved, {a['spans']:,} spans, {a['lost']} lost")
+    for proto, x in r["ours_over_stock"].items():
+        c, e, g = x["cpu_per_span"], x["export_cpu_per_span"], x["lag_p99"]
+        lines.append(f"  ours/stock {proto}: CPU per span {c['median']:.3f} "
+                     f"({c['min']:.3f}-{c['max']:.3f}); export's share {e['median']:.3f} "
+                     f"({e['min']:.3f}-{e['max']:.3f}); lag p99 {g['median']:.3f} "
+                     f"({g['min']:.3f}-{g['max']:.3f})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a smoke run (a few seconds)")
+    ap.add_argument("--record", action="store_true",
+                    help="also write benchmarks/results/export.json")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=None, help="seconds of load per block")
+    ap.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
+    ap.add_argument("--receiver-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.receiver_child:
+        _receiver_main()
+        return 0
+    protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
+    rounds = args.rounds or (1 if args.quick else 6)
+    seconds = args.seconds or (0.3 if args.quick else 2.0)
+    r = measure(protocols, rounds, seconds)
+    given = sys.argv[1:] if argv is None else argv
+    r["command"] = " ".join(["python -m benchmarks.bench_export", *given])
+    print(_summary(r))
+    if args.record and not args.quick:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "export.json").write_text(json.dumps(r, indent=1) + "\n")
+    return 0
+
+
+def markdown() -> list[str]:
+    """docs/benchmarks.md's section on this benchmark, from the recorded run."""
+    path = RESULTS / "export.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    env = r["environment"]
+    out = ["## Export: our pipeline against the SDK's BatchSpanProcessor", "",
+           f"`{r['command']}` (`make bench`: `--record`), on {r['date']}, google-adk "
+           f"{env['google_adk']}, opentelemetry-sdk {env['opentelemetry_sdk']}, Python "
+           f"{env['python']}, on a machine shared with other work ({env['cpus']} cores). "
+           f"{r['rounds']} rounds, {r['block_seconds']} s of load per block. "
+           + " ".join(" ".join(p.split()) for p in __doc__.split("\n\n")[2:5]), "",
+           "| arm | CPU per span, us (range) | spans per CPU second | on-loop CPU per task, "
+           "us | loop lag p99, ms (range) | tool tasks/s achieved | spans received | lost |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, a in r["arms"].items():
+        c, g = a["cpu_us_per_span"], a["lag_p99_ms"]
+        out.append(f"| {name} | {c['median']:.1f} ({c['min']:.1f}-{c['max']:.1f}) | "
+                   f"{a['spans_per_cpu_second']:,.0f} | "
+                   f"{a['loop_cpu_us_per_task']['median']:.1f} | {g['median']:.2f} "
+                   f"({g['min']:.2f}-{g['max']:.2f}) | {a['tasks_per_s']['median']:,.0f} | "
+                   + (f"{a['spans']:,} | {a['lost']} |" if name != "floor"
+                      else f"(not exported: {a['spans']:,} made) | - |"))
+    out += ["", "| ours / stock | CPU per span (range) | the export's own CPU per span, minus "
+            "the floor (range) | export us per span: ours, stock | loop lag p99 (range) |",
+            "|---|---|---|---|---|"]
+    for proto, x in r["ours_over_stock"].items():
+        c, e, g = x["cpu_per_span"], x["export_cpu_per_span"], x["lag_p99"]
+        u = x["export_us_per_span"]
+        out.append(f"| {proto} | {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f}) | "
+                   f"{e['median']:.3f} ({e['min']:.3f}-{e['max']:.3f}) | "
+                   f"{u['ours']:.1f}, {u['stock']:.1f} | {g['median']:.3f} "
+                   f"({g['min']:.3f}-{g['max']:.3f}) |")
+    out.append("")
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
