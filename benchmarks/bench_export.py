@@ -46,7 +46,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from importlib.metadata import version
@@ -112,7 +111,8 @@ def _receiver_main() -> None:
         if req.get("op") == "quit":
             break
         service, want = str(req["service"]), int(req["spans"])
-        rx.wait_for(lambda: rx.by_service.get(service, 0) >= want, float(req["timeout"]))
+        rx.wait_for(lambda s=service, n=want: rx.by_service.get(s, 0) >= n,  # type: ignore[misc]
+                    float(req["timeout"]))
         with rx.cond:
             got = rx.by_service.get(service, 0)
         print(json.dumps({"spans": got}), flush=True)
@@ -162,7 +162,8 @@ class _Counter(SpanProcessor):
 
 class Arm:
     def __init__(self, name: str, tracer_provider: Any, meter_provider: Any,
-                 close: Callable[[], None], exported: bool) -> None:
+                 close: Callable[[], None], exported: bool,
+                 flush: Callable[[], object]) -> None:
         from adk_task_telemetry import TaskTelemetryPlugin
 
         self.name = name
@@ -173,6 +174,7 @@ class Arm:
                                           meter_provider=meter_provider)
         self.close = close
         self.exported = exported
+        self.flush = flush  # everything out, exported, and the export answered
         self.received = 0
 
 
@@ -181,7 +183,7 @@ def _ours(protocol: str, endpoint: str, interval_ms: float) -> Arm:
 
     handle = detached(endpoint=endpoint, protocol=protocol, service_name=f"ours {protocol}")
     return Arm(f"ours {protocol}", handle.tracer_provider, handle.meter_provider,
-               lambda: handle.shutdown(timeout_millis=5000), True)
+               lambda: handle.shutdown(timeout_millis=5000), True, handle.force_flush)
 
 
 def _stock(protocol: str, endpoint: str, interval_ms: float) -> Arm:
@@ -215,7 +217,11 @@ def _stock(protocol: str, endpoint: str, interval_ms: float) -> Arm:
     def close() -> None:
         tp.shutdown()
         mp.shutdown()
-    return Arm(f"stock {protocol}", tp, mp, close, True)
+
+    def flush() -> None:
+        tp.force_flush()  # the BatchSpanProcessor exports in this thread
+        mp.force_flush()
+    return Arm(f"stock {protocol}", tp, mp, close, True, flush)
 
 
 def _floor(interval_ms: float) -> Arm:
@@ -231,7 +237,7 @@ def _floor(interval_ms: float) -> Arm:
     def close() -> None:
         tp.shutdown()
         mp.shutdown()
-    return Arm("floor", tp, mp, close, False)
+    return Arm("floor", tp, mp, close, False, tp.force_flush)
 
 
 # --- the load --------------------------------------------------------------------------
@@ -375,6 +381,89 @@ def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
+# --- instructions (callgrind) ---------------------------------------------------------
+
+SMALL, LARGE = 300, 1300  # tool tasks in the two windows; the slope cancels fixed costs
+
+
+def _arm(name: str, endpoints: dict[str, str]) -> Arm:
+    if name == "floor":
+        return _floor(60_000.0)
+    kind, proto = name.split(" ", 1)
+    return (_ours if kind == "ours" else _stock)(proto, endpoints[proto], 60_000.0)
+
+
+async def _unpaced(plugin: Any, tasks: int, tag: str) -> None:
+    """The same runs as the paced load, five at a time, as fast as they go."""
+    per = 5
+    for k in range(0, tasks // CALLS, per):
+        await asyncio.gather(*[_run(plugin, f"{tag}-{k}-{j}") for j in range(per)])
+
+
+def _callgrind_child(name: str, endpoints: dict[str, str], tasks: int) -> None:
+    from .callgrind_hot_path import _toggle
+
+    logging.getLogger("google_adk").setLevel(logging.ERROR)
+    quiet_plugin_logger()
+    arm = _arm(name, endpoints)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(_unpaced(arm.plugin, 200, "warm"))  # connections, caches
+    arm.flush()
+    gc.collect()
+    gc.freeze()
+    ended = arm.counter.ended
+    _toggle("on")
+    loop.run_until_complete(_unpaced(arm.plugin, tasks, "m"))
+    arm.flush()
+    _toggle("off")
+    print(json.dumps({"spans": arm.counter.ended, "measured": arm.counter.ended - ended}),
+          flush=True)
+    arm.close()
+    loop.close()
+
+
+def _instructions(name: str, endpoints: dict[str, str], tasks: int) -> tuple[int, int]:
+    """(instructions of every thread in the window, spans the child ended in all)."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+         sys.executable, "-m", "benchmarks.bench_export", "--callgrind-child", name,
+         json.dumps(endpoints), str(tasks)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"})
+    line = next(ln for ln in out.stderr.splitlines() if "Collected" in ln)
+    spans = json.loads(out.stdout.strip().splitlines()[-1])["spans"]
+    return int(line.split()[-1]), int(spans)
+
+
+def callgrind(protocols: tuple[str, ...], only: list[str] | None = None) -> dict[str, Any]:
+    """Instructions per span of each arm: a window of LARGE tasks minus one of SMALL,
+    each in a process of its own under callgrind, every thread counted, the flush that
+    waits for the export's answer inside the window."""
+    receiver = Receiver()
+    names = ["floor", *[f"{k} {p}" for p in protocols for k in ("ours", "stock")]]
+    names = [n for n in names if not only or n in only]
+    per_span: dict[str, float] = {}
+    lost: dict[str, int] = {}
+    try:
+        for name in names:
+            big, spans_big = _instructions(name, receiver.endpoints, LARGE)
+            small, spans_small = _instructions(name, receiver.endpoints, SMALL)
+            per_span[name] = (big - small) / (LARGE - SMALL)
+            if name != "floor":
+                want = spans_big + spans_small
+                lost[name] = want - receiver.wait(name, want)
+            print(f"  {name:20s} {per_span[name] / 1e3:8.1f}k instructions per span",
+                  flush=True)
+    finally:
+        receiver.stop()
+    ratios = {p: {"per_span": per_span[f"ours {p}"] / per_span[f"stock {p}"],
+                  "export_per_span": (per_span[f"ours {p}"] - per_span["floor"])
+                  / (per_span[f"stock {p}"] - per_span["floor"])} for p in protocols
+              if {"floor", f"ours {p}", f"stock {p}"} <= set(per_span)}
+    return {"instructions_per_span": per_span, "ours_over_stock": ratios, "lost": lost,
+            "small": SMALL, "large": LARGE}
+
+
 def _summary(r: dict[str, Any]) -> str:
     lines = [f"{r['rounds']} rounds x {r['block_seconds']} s blocks at {r['rate_target']:,} "
              f"tool tasks/s (target):"]
@@ -400,12 +489,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=None, help="seconds of load per block")
     ap.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="instructions per span under valgrind's callgrind instead")
+    ap.add_argument("--arms", default="", help="with --callgrind: only these arms "
+                    "(comma-separated, e.g. 'ours grpc,floor')")
     ap.add_argument("--receiver-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--callgrind-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.receiver_child:
         _receiver_main()
         return 0
+    if args.callgrind_child:
+        name, endpoints, tasks = args.callgrind_child
+        _callgrind_child(name, json.loads(endpoints), int(tasks))
+        return 0
     protocols = PROTOCOLS if args.protocol == "both" else (args.protocol,)
+    if args.callgrind:
+        c = callgrind(protocols, [a for a in args.arms.split(",") if a])
+        for proto, x in c["ours_over_stock"].items():
+            print(f"  ours/stock {proto}: instructions per span {x['per_span']:.3f}, the "
+                  f"export's own (minus the floor) {x['export_per_span']:.3f}; lost {c['lost']}")
+        if args.record:
+            RESULTS.mkdir(exist_ok=True)
+            c.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     command=" ".join(["python -m benchmarks.bench_export",
+                                       *(sys.argv[1:] if argv is None else argv)]))
+            (RESULTS / "export_callgrind.json").write_text(json.dumps(c, indent=1) + "\n")
+        return 0
     rounds = args.rounds or (1 if args.quick else 6)
     seconds = args.seconds or (0.3 if args.quick else 2.0)
     r = measure(protocols, rounds, seconds)
