@@ -122,6 +122,7 @@ bench: $(foreach v,$(BENCH_ADK),$(VENVS)/adk-$(v)/.installed) $(VENVS)/bench/.in
 	  $(VENVS)/adk-$$v/bin/python -m benchmarks.bench_hot_path --rounds 3 --record after; done
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_curve --record
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_orphans --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_export --record
 	$(BENCH_PY) -m benchmarks.run
 
 bench-quick: $(VENVS)/bench/.installed

@@ -312,6 +312,15 @@ def _block(loop: asyncio.AbstractEventLoop, arm: Arm, receiver: Receiver, second
             "loop_cpu_us_per_task": loop_cpu / load["tasks"] * 1e6}
 
 
+def _spread_or_none(xs: list[float]) -> dict[str, float] | None:
+    """A ratio's spread over the rounds; None where no round had a baseline to divide by."""
+    return spread(xs) if xs else None
+
+
+def _range(x: dict[str, float] | None) -> str:
+    return f"{x['median']:.3f} ({x['min']:.3f}-{x['max']:.3f})" if x else "-"
+
+
 def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str, Any]:
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     quiet_plugin_logger()
@@ -357,19 +366,19 @@ def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str
             "cpu_per_span": spread([o["cpu_us_per_span"] / s["cpu_us_per_span"]
                                     for o, s in zip(ours, stock, strict=True)]),
             # The export's own share: each arm minus the floor of the same round.
-            "export_cpu_per_span": spread([
+            "export_cpu_per_span": _spread_or_none([
                 (o["cpu_us_per_span"] - f["cpu_us_per_span"])
                 / (s["cpu_us_per_span"] - f["cpu_us_per_span"])
                 for o, s, f in zip(ours, stock, floor, strict=True)
-                if s["cpu_us_per_span"] > f["cpu_us_per_span"]] or [float("nan")]),
+                if s["cpu_us_per_span"] > f["cpu_us_per_span"]]),
             "export_us_per_span": {
                 "ours": statistics.median(o["cpu_us_per_span"] - f["cpu_us_per_span"]
                                           for o, f in zip(ours, floor, strict=True)),
                 "stock": statistics.median(s["cpu_us_per_span"] - f["cpu_us_per_span"]
                                            for s, f in zip(stock, floor, strict=True))},
-            "lag_p99": spread([o["lag_p99_ms"] / s["lag_p99_ms"]
-                               for o, s in zip(ours, stock, strict=True)
-                               if s["lag_p99_ms"] > 0] or [float("nan")]),
+            "lag_p99": _spread_or_none([o["lag_p99_ms"] / s["lag_p99_ms"]
+                                        for o, s in zip(ours, stock, strict=True)
+                                        if s["lag_p99_ms"] > 0]),
         }
     return {"benchmark": "export", "rate_target": RATE, "calls_per_run": CALLS,
             "rounds": rounds, "block_seconds": seconds, "protocols": list(protocols),
@@ -464,6 +473,11 @@ def callgrind(protocols: tuple[str, ...], only: list[str] | None = None) -> dict
             "small": SMALL, "large": LARGE}
 
 
+def _callgrind_path(label: str) -> Path:
+    return RESULTS / ("export_callgrind.json" if label == "after"
+                      else f"export_callgrind-{label}.json")
+
+
 def _summary(r: dict[str, Any]) -> str:
     lines = [f"{r['rounds']} rounds x {r['block_seconds']} s blocks at {r['rate_target']:,} "
              f"tool tasks/s (target):"]
@@ -473,11 +487,9 @@ def _summary(r: dict[str, Any]) -> str:
                      f"{a['lag_p99_ms']['median']:.2f} ms, {a['tasks_per_s']['median']:,.0f} "
                      f"tasks/s achieved, {a['spans']:,} spans, {a['lost']} lost")
     for proto, x in r["ours_over_stock"].items():
-        c, e, g = x["cpu_per_span"], x["export_cpu_per_span"], x["lag_p99"]
-        lines.append(f"  ours/stock {proto}: CPU per span {c['median']:.3f} "
-                     f"({c['min']:.3f}-{c['max']:.3f}); export's share {e['median']:.3f} "
-                     f"({e['min']:.3f}-{e['max']:.3f}); lag p99 {g['median']:.3f} "
-                     f"({g['min']:.3f}-{g['max']:.3f})")
+        lines.append(f"  ours/stock {proto}: CPU per span {_range(x['cpu_per_span'])}; "
+                     f"export's share {_range(x['export_cpu_per_span'])}; lag p99 "
+                     f"{_range(x['lag_p99'])}")
     return "\n".join(lines)
 
 
@@ -491,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
     ap.add_argument("--callgrind", action="store_true",
                     help="instructions per span under valgrind's callgrind instead")
+    ap.add_argument("--label", default="after",
+                    help="with --callgrind --record: 'after' (export_callgrind.json) or "
+                    "another name (export_callgrind-<name>.json), e.g. 'before' with the "
+                    "round before's src on PYTHONPATH")
     ap.add_argument("--arms", default="", help="with --callgrind: only these arms "
                     "(comma-separated, e.g. 'ours grpc,floor')")
     ap.add_argument("--receiver-child", action="store_true", help=argparse.SUPPRESS)
@@ -512,9 +528,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:
             RESULTS.mkdir(exist_ok=True)
             c.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     label=args.label, google_adk=version("google-adk"),
                      command=" ".join(["python -m benchmarks.bench_export",
                                        *(sys.argv[1:] if argv is None else argv)]))
-            (RESULTS / "export_callgrind.json").write_text(json.dumps(c, indent=1) + "\n")
+            _callgrind_path(args.label).write_text(json.dumps(c, indent=1) + "\n")
         return 0
     rounds = args.rounds or (1 if args.quick else 6)
     seconds = args.seconds or (0.3 if args.quick else 2.0)
@@ -556,12 +573,41 @@ def markdown() -> list[str]:
             "the floor (range) | export us per span: ours, stock | loop lag p99 (range) |",
             "|---|---|---|---|---|"]
     for proto, x in r["ours_over_stock"].items():
-        c, e, g = x["cpu_per_span"], x["export_cpu_per_span"], x["lag_p99"]
         u = x["export_us_per_span"]
-        out.append(f"| {proto} | {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f}) | "
-                   f"{e['median']:.3f} ({e['min']:.3f}-{e['max']:.3f}) | "
-                   f"{u['ours']:.1f}, {u['stock']:.1f} | {g['median']:.3f} "
-                   f"({g['min']:.3f}-{g['max']:.3f}) |")
+        out.append(f"| {proto} | {_range(x['cpu_per_span'])} | "
+                   f"{_range(x['export_cpu_per_span'])} | {u['ours']:.1f}, {u['stock']:.1f} | "
+                   f"{_range(x['lag_p99'])} |")
+    out.append("")
+    return out + _callgrind_markdown()
+
+
+def _callgrind_markdown() -> list[str]:
+    after = _callgrind_path("after")
+    if not after.exists():
+        return []
+    runs = [json.loads(after.read_text())]
+    runs += [json.loads(p.read_text()) for p in sorted(RESULTS.glob("export_callgrind-*.json"))]
+    a = runs[0]
+    out = [f"In instructions (valgrind's callgrind, every thread of the process), where a "
+           f"shared machine cannot move the figure: `{a['command']}`. Each arm in a process "
+           f"of its own, the same runs unpaced; a window of {a['large']:,} tool tasks minus "
+           f"one of {a['small']:,} (one-time costs cancel), the flush that waits for the "
+           "receiver's answer inside the window. Per span:", "",
+           "| src | arm | instructions per span | ours / stock | the export's own (minus "
+           "the floor), ours / stock |", "|---|---|---|---|---|"]
+    for r in runs:
+        label = r.get("label", "after")
+        for name, n in r["instructions_per_span"].items():
+            proto = name.split(" ", 1)[-1]
+            x = r["ours_over_stock"].get(proto) if name.startswith("ours") else None
+            if x is None and name.startswith("ours") and a["instructions_per_span"].get(
+                    f"stock {proto}") and a["instructions_per_span"].get("floor"):
+                stock, floor = (a["instructions_per_span"][f"stock {proto}"],
+                                a["instructions_per_span"]["floor"])
+                x = {"per_span": n / stock, "export_per_span": (n - floor) / (stock - floor)}
+            out.append(f"| {label} ({r['date']}) | {name} | {n / 1e3:,.1f}k | "
+                       + (f"{x['per_span']:.3f} | {x['export_per_span']:.3f} |" if x
+                          else "| |"))
     out.append("")
     return out
 
