@@ -544,8 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.callgrind:
         c = callgrind(protocols, [a for a in args.arms.split(",") if a])
         for proto, x in c["ours_over_stock"].items():
-            print(f"  ours/stock {proto}: instructions per span {x['per_span']:.3f}, the "
-                  f"export's own (minus the floor) {x['export_per_span']:.3f}; lost {c['lost']}")
+            print(f"  ours {proto}: " + ", ".join(f"{k} {v:.3f}" for k, v in x.items()))
+        print(f"  spans lost: {c['lost']}")
         if args.record:
             RESULTS.mkdir(exist_ok=True)
             c.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
