@@ -10,7 +10,7 @@ five runs start, each ``before_run``, 10 tool calls in asyncio tasks of their ow
 (``before_tool``, the body, ``after_tool``; each task's end reaching the plugin through
 its done-callback), ``after_run`` -- what ADK does for each tool call, with stand-ins
 for ADK's context objects. Not a real ADK Runner: one Runner run of 10 scripted calls
-costs about 8 ms of CPU here (docs/benchmarks.md, section 2), so a shared core tops out
+costs about 8 ms of CPU here (section 2 of docs/benchmarks.md), so a shared core tops out
 near 1,500 tool tasks a second, well short of 5,000; and ADK traces its own spans with
 the process's global TracerProvider, which can be only one of the arms below.
 
@@ -181,15 +181,20 @@ class Arm:
         self.received = 0
 
 
-def _ours(protocol: str, endpoint: str, interval_ms: float) -> Arm:
+def _ours(protocol: str, endpoint: str, interval_ms: float,
+          timeout: float | None = None) -> Arm:
     from adk_task_telemetry.configure import detached
 
-    handle = detached(endpoint=endpoint, protocol=protocol, service_name=f"ours {protocol}")
+    handle = detached(endpoint=endpoint, protocol=protocol, service_name=f"ours {protocol}",
+                      timeout=timeout)
+    wait_ms = int((timeout or 10.0) * 5000)  # a few attempts' worth
     return Arm(f"ours {protocol}", handle.tracer_provider, handle.meter_provider,
-               lambda: handle.shutdown(timeout_millis=5000), True, handle.force_flush)
+               lambda: handle.shutdown(timeout_millis=5000), True,
+               lambda: handle.force_flush(timeout_millis=wait_ms))
 
 
-def _stock(protocol: str, endpoint: str, interval_ms: float, open_spans: bool = False) -> Arm:
+def _stock(protocol: str, endpoint: str, interval_ms: float, open_spans: bool = False,
+           timeout: float | None = None) -> Arm:
     """What a user writes from the SDK's documentation for the same export (with
     ``open_spans``, plus the OpenSpanProcessor configure_telemetry() adds: what is left
     between that and ours is the hand-over, the buffer and the sender thread)."""
@@ -202,8 +207,8 @@ def _stock(protocol: str, endpoint: str, interval_ms: float, open_spans: bool = 
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        spans: Any = OTLPSpanExporter(endpoint=endpoint, insecure=True)
-        metrics: Any = OTLPMetricExporter(endpoint=endpoint, insecure=True)
+        spans: Any = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=timeout)
+        metrics: Any = OTLPMetricExporter(endpoint=endpoint, insecure=True, timeout=timeout)
     else:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
             OTLPMetricExporter as HttpMetricExporter,
@@ -211,8 +216,8 @@ def _stock(protocol: str, endpoint: str, interval_ms: float, open_spans: bool = 
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter as HttpSpanExporter,
         )
-        spans = HttpSpanExporter(endpoint=f"{endpoint}/v1/traces")
-        metrics = HttpMetricExporter(endpoint=f"{endpoint}/v1/metrics")
+        spans = HttpSpanExporter(endpoint=f"{endpoint}/v1/traces", timeout=timeout)
+        metrics = HttpMetricExporter(endpoint=f"{endpoint}/v1/metrics", timeout=timeout)
     name = f"{'stock+open' if open_spans else 'stock'} {protocol}"
     resource = Resource.create({"service.name": name})
     tp = TracerProvider(resource=resource, shutdown_on_exit=False)
@@ -273,18 +278,19 @@ def _p(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
 
 
-async def _paced(plugin: Any, seconds: float, tag: str) -> dict[str, float]:
-    """Runs of CALLS tool tasks started on a fixed schedule for RATE tasks a second
+async def _paced(plugin: Any, seconds: float, tag: str, rate: int) -> dict[str, float]:
+    """Runs of CALLS tool tasks started on a fixed schedule for ``rate`` tasks a second
     (late ticks catch up; nothing is skipped). Returns the achieved rate and the lag."""
-    runs_per_tick = max(1, round(RATE * TICK / CALLS))
-    ticks = max(1, round(seconds / TICK))
+    runs_per_tick = max(1, round(rate * TICK / CALLS))
+    tick = runs_per_tick * CALLS / rate
+    ticks = max(1, round(seconds * rate / (runs_per_tick * CALLS)))
     stop = asyncio.Event()
     lags: list[float] = []
     probe = asyncio.create_task(_probe(stop, lags))
     pending: set[asyncio.Task[None]] = set()
     t0 = time.perf_counter()
     for k in range(ticks):
-        delay = t0 + k * TICK - time.perf_counter()
+        delay = t0 + k * tick - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
         for j in range(runs_per_tick):
@@ -302,11 +308,11 @@ async def _paced(plugin: Any, seconds: float, tag: str) -> dict[str, float]:
 
 
 def _block(loop: asyncio.AbstractEventLoop, arm: Arm, receiver: Receiver, seconds: float,
-           tag: str) -> dict[str, float]:
+           tag: str, rate: int) -> dict[str, float]:
     gc.collect()  # earlier garbage is not billed to this block
     ended0 = arm.counter.ended
     t0, c0, l0 = os.times(), time.process_time(), time.thread_time()
-    load = loop.run_until_complete(_paced(arm.plugin, seconds, tag))
+    load = loop.run_until_complete(_paced(arm.plugin, seconds, tag, rate))
     loop_cpu = time.thread_time() - l0
     arm.tp.force_flush()
     spans = arm.counter.ended - ended0
@@ -332,7 +338,8 @@ def _range(x: dict[str, float] | None) -> str:
     return f"{x['median']:.3f} ({x['min']:.3f}-{x['max']:.3f})" if x else "-"
 
 
-def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str, Any]:
+def measure(protocols: tuple[str, ...], rounds: int, seconds: float,
+            rate: int = RATE) -> dict[str, Any]:
     logging.getLogger("google_adk").setLevel(logging.ERROR)
     quiet_plugin_logger()
     receiver = Receiver()
@@ -347,11 +354,11 @@ def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str
     arm_by_name = {a.name: a for a in arms}
     try:
         for arm in arms:  # warm-up: imports, first connections, caches
-            _block(loop, arm, receiver, min(seconds, 0.3), "warm")
+            _block(loop, arm, receiver, min(seconds, 0.3), "warm", rate)
         for r in range(rounds):
             k = r % len(arms)
             for arm in arms[k:] + arms[:k]:
-                blocks[arm.name].append(_block(loop, arm, receiver, seconds, f"r{r}"))
+                blocks[arm.name].append(_block(loop, arm, receiver, seconds, f"r{r}", rate))
     finally:
         loop.close()
         for arm in arms:
@@ -396,7 +403,7 @@ def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str
                                         for o, s in zip(ours, stock, strict=True)
                                         if s["lag_p99_ms"] > 0]),
         }
-    return {"benchmark": "export", "rate_target": RATE, "calls_per_run": CALLS,
+    return {"benchmark": "export", "rate_target": rate, "calls_per_run": CALLS,
             "rounds": rounds, "block_seconds": seconds, "protocols": list(protocols),
             "arms": per_arm, "ours_over_stock": ratios,
             "environment": {"python": platform.python_version(),
@@ -411,13 +418,19 @@ def measure(protocols: tuple[str, ...], rounds: int, seconds: float) -> dict[str
 SMALL, LARGE = 300, 1300  # tool tasks in the two windows; the slope cancels fixed costs
 
 
+#: Export timeout under callgrind (tens of times slower): an export that timed out would
+#: be sent again and counted twice, or given up and lost.
+_CALLGRIND_TIMEOUT_S = 120.0
+
+
 def _arm(name: str, endpoints: dict[str, str]) -> Arm:
     if name == "floor":
         return _floor(60_000.0)
     kind, proto = name.split(" ", 1)
     if kind == "ours":
-        return _ours(proto, endpoints[proto], 60_000.0)
-    return _stock(proto, endpoints[proto], 60_000.0, open_spans=kind == "stock+open")
+        return _ours(proto, endpoints[proto], 60_000.0, _CALLGRIND_TIMEOUT_S)
+    return _stock(proto, endpoints[proto], 60_000.0, open_spans=kind == "stock+open",
+                  timeout=_CALLGRIND_TIMEOUT_S)
 
 
 async def _unpaced(plugin: Any, tasks: int, tag: str) -> None:
@@ -533,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=None, help="seconds of load per block")
     ap.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
+    ap.add_argument("--rate", type=int, default=RATE,
+                    help=f"tool tasks a second (default {RATE:,}; --record writes "
+                    "export-rate<N>.json for another)")
     ap.add_argument("--callgrind", action="store_true",
                     help="instructions per span under valgrind's callgrind instead")
     ap.add_argument("--label", default="after",
@@ -567,13 +583,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rounds = args.rounds or (1 if args.quick else 6)
     seconds = args.seconds or (0.3 if args.quick else 2.0)
-    r = measure(protocols, rounds, seconds)
+    r = measure(protocols, rounds, seconds, args.rate)
     given = sys.argv[1:] if argv is None else argv
     r["command"] = " ".join(["python -m benchmarks.bench_export", *given])
     print(_summary(r))
     if args.record and not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "export.json").write_text(json.dumps(r, indent=1) + "\n")
+        name = "export.json" if args.rate == RATE else f"export-rate{args.rate}.json"
+        (RESULTS / name).write_text(json.dumps(r, indent=1) + "\n")
     return 0
 
 
@@ -590,7 +607,17 @@ def markdown() -> list[str]:
            f"{env['python']}, on a machine shared with other work ({env['cpus']} cores). "
            f"{r['rounds']} rounds, {r['block_seconds']} s of load per block. "
            + " ".join(" ".join(p.split()) for p in __doc__.split("\n\n")[2:5]), "",
-           "| arm | CPU per span, us (range) | spans per CPU second | on-loop CPU per task, "
+           *_paced_tables(r)]
+    for extra in sorted(RESULTS.glob("export-rate*.json")):
+        e = json.loads(extra.read_text())
+        out += [f"The same at {e['rate_target']:,} tool tasks a second (`{e['command']}`, "
+                f"{e['date']}, {e['rounds']} rounds of {e['block_seconds']} s):", "",
+                *_paced_tables(e)]
+    return out + _callgrind_markdown()
+
+
+def _paced_tables(r: dict[str, Any]) -> list[str]:
+    out = ["| arm | CPU per span, us (range) | spans per CPU second | on-loop CPU per task, "
            "us | loop lag p99, ms (range) | tool tasks/s achieved | spans received | lost |",
            "|---|---|---|---|---|---|---|---|"]
     for name, a in r["arms"].items():
@@ -623,7 +650,7 @@ def markdown() -> list[str]:
                "drops spans when its queue (2,048) is full while its worker thread waits on "
                "the network; in ours that worker only hands each batch to the buffer."
                if lost else "No span was lost in any arm."), ""]
-    return out + _callgrind_markdown()
+    return out
 
 
 def _callgrind_markdown() -> list[str]:
@@ -645,7 +672,9 @@ def _callgrind_markdown() -> list[str]:
            "`OpenSpanProcessor` that configure_telemetry() installs too (spans a tool leaves "
            "open, reported at its run's end), so ours against it is the hand-over, buffer "
            "and sender thread alone. `before`: ours with the buffer as it was (every span "
-           "measured on the SDK's worker thread), the baselines of the `after` run.", "",
+           "measured on the SDK's worker thread), the baselines of the `after` run. The "
+           "counts of a process with several threads move by a few per cent from run to run "
+           "under callgrind (the threads switch by the clock, which callgrind slows).", "",
            "| src | arm | instructions per span | ours / stock | the export's own (minus "
            "the floor), ours / stock | ours / stock+open |", "|---|---|---|---|---|---|"]
     for r in runs:
@@ -655,6 +684,9 @@ def _callgrind_markdown() -> list[str]:
                  if name.startswith("ours ") else {})
             cells = [f"{x[k]:.3f}" if k in x else "" for k in (
                 "per_span", "export_per_span", "per_span_vs_stock_with_open_spans")]
+            lost = r.get("lost", {}).get(name, 0)
+            if lost:  # the window did not hold the whole export: no figure to compare
+                cells = [f"{lost:,} spans lost: not comparable", "", ""]
             out.append(f"| {label} ({r['date']}) | {name} | {n / 1e3:,.1f}k | "
                        + " | ".join(cells) + " |")
     out.append("")
