@@ -124,6 +124,7 @@ bench: $(foreach v,$(BENCH_ADK),$(VENVS)/adk-$(v)/.installed) $(VENVS)/bench/.in
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_orphans --record
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_memory --record
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_server --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_export --record
 	$(BENCH_PY) -m benchmarks.run
 
 bench-quick: $(VENVS)/bench/.installed

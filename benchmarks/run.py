@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench_curve import markdown as curve_markdown
+from .bench_export import markdown as export_markdown
 from .bench_hot_path import markdown as hot_path_markdown
 from .bench_memory import markdown as memory_markdown
 from .bench_orphans import markdown as orphans_markdown
@@ -752,6 +753,7 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         *orphans_markdown(),
         *memory_markdown(),
         *server_markdown(),
+        *export_markdown(),
         "## The section benchmarks (`benchmarks.run`)",
         "",
         "Produced by:",
