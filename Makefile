@@ -122,6 +122,9 @@ bench: $(foreach v,$(BENCH_ADK),$(VENVS)/adk-$(v)/.installed) $(VENVS)/bench/.in
 	  $(VENVS)/adk-$$v/bin/python -m benchmarks.bench_hot_path --rounds 3 --record after; done
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_curve --record
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_orphans --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_memory --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_server --record
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m benchmarks.bench_export --record
 	$(BENCH_PY) -m benchmarks.run
 
 bench-quick: $(VENVS)/bench/.installed
@@ -140,6 +143,7 @@ system-deps:
 lint: $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/ruff check src tests tools benchmarks dashboards deploy/k8s
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/mypy
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/pylint --disable=all --enable=duplicate-code src/adk_task_telemetry
 
 # The whole suite once per full version, JOBS at a time, each version's output as one block.
 unit: venvs system-deps

@@ -255,11 +255,14 @@ def worker_main() -> None:
 
     quiet_plugin_logger()
     logging.getLogger("google_adk").setLevel(logging.ERROR)
+    import adk_task_telemetry
     from adk_task_telemetry import adk_compat
 
     w = _Worker()
     remove = getattr(adk_compat, "remove_thread_work_listener", None)
-    print(json.dumps({"ready": True, "src": str(Path(adk_compat.__file__).parent.parent),
+    # The src/ directory (the package's parent: adk_compat is a module or a package).
+    src = Path(adk_task_telemetry.__file__).parent.parent
+    print(json.dumps({"ready": True, "src": str(src),
                       "pool_hook": hasattr(adk_compat, "add_thread_work_listener")}),
           flush=True)
     for line in sys.stdin:

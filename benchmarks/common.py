@@ -104,17 +104,20 @@ def finite_positive(x: float) -> bool:
 
 
 def direct_run(tracker: Any, invocation_id: str) -> Any:
-    """A run of ``tracker`` (tracker.Tracker), as before_run_callback starts one."""
-    return tracker.run_started(invocation_id, "bench", "session-1", None, None, None)
+    """A run of ``tracker`` (testing.tracker), as before_run_callback starts one."""
+    from adk_task_telemetry import testing
+
+    return testing.start_run(tracker, invocation_id, app_name="bench",
+                             conversation_id="session-1")
 
 
 def direct_open(tracker: Any, run: Any, call_id: str, task: Any = None) -> Any:
     """A tool task of ``run``, as before_tool_callback opens one (``task`` None: one
     that its callbacks end)."""
-    from adk_task_telemetry.records import ToolIdentity
+    from adk_task_telemetry import testing
 
-    identity = ToolIdentity("fetch", "FunctionTool", "worker", "call", "bench")
-    return tracker.opened(run, identity, tracker.metrics.series_for(identity), call_id, task)
+    return testing.open_call(tracker, run, call_id, task=task, tool_name="fetch",
+                             agent_name="worker")
 
 
 # --- stand-ins for the ADK objects the plugin reads ---------------------------------

@@ -35,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from .bench_curve import markdown as curve_markdown
+from .bench_export import markdown as export_markdown
 from .bench_hot_path import markdown as hot_path_markdown
+from .bench_memory import markdown as memory_markdown
 from .bench_orphans import markdown as orphans_markdown
+from .bench_server import markdown as server_markdown
 from .callgrind_hot_path import markdown as per_request_markdown
 from .common import (
     NullPlugin,
@@ -105,17 +108,16 @@ def _rotate(items: list[Any], r: int) -> list[Any]:
 def section_per_task(plan: Plan) -> dict[str, Any]:
     """ns per tool task: the floor (one bare span), the tracker driven directly, the
     plugin's callbacks driven as ADK drives them, and the plugin through the Runner."""
-    from adk_task_telemetry import TaskTelemetryPlugin
+    from adk_task_telemetry import TaskTelemetryPlugin, testing
     from adk_task_telemetry import semconv as sc
     from adk_task_telemetry.scenarios import run_parallel_calls
-    from adk_task_telemetry.tracker import Tracker
 
     from .common import drive_runs
 
     prov = make_providers()
     tp, mp = prov.tracer_provider, prov.meter_provider
     tracer = tp.get_tracer("benchmarks.floor")
-    ledger = Tracker(tp, mp)
+    ledger = testing.tracker(tp, mp)
     plugin = TaskTelemetryPlugin(tracer_provider=tp, meter_provider=mp)
     null = NullPlugin()
     loop = asyncio.new_event_loop()
@@ -145,8 +147,8 @@ def section_per_task(plan: Plan) -> dict[str, Any]:
             for i in range(10):
                 rec = direct_open(ledger, run, f"call-{i}")
                 assert rec is not None
-                ledger.returned(rec)
-            ledger.run_ended(run, "after_run")
+                testing.return_call(ledger, rec)
+            testing.end_run(ledger, run, "after_run")
 
     def callbacks(p: Any) -> Callable[[], None]:
         def go() -> None:
@@ -204,7 +206,7 @@ def section_per_task(plan: Plan) -> dict[str, Any]:
         "plugin_ns": {"ledger_direct": med["ledger_direct"],
                       "plugin_callbacks": plugin_cb, "plugin_runner": plugin_rn},
         "ratio_to_floor": {k: median(v) for k, v in ratios.items()},
-        "notes": ("ledger_direct: Tracker.opened+returned per task, Tracker.run_ended per "
+        "notes": ("ledger_direct: Tracker.tool_started+returned per task, Tracker.run_ended per "
                   "run of 10. "
                   "plugin_callbacks: before_run, 10 asyncio tasks each running "
                   "before_tool+after_tool (their end reaching the plugin by done-callback), "
@@ -359,11 +361,13 @@ def _sweep_once(loop: asyncio.AbstractEventLoop, ledger: Any, inv: str, open_n: 
                 done_n: int = 0) -> float:
     """Seconds one sweep takes for a run with ``open_n`` tasks still running (each
     bound to a pending asyncio task) after ``done_n`` that ended already."""
+    from adk_task_telemetry import testing
+
     run = direct_run(ledger, inv)
     for i in range(done_n):
         rec = direct_open(ledger, run, f"done-{i}")
         assert rec is not None
-        ledger.returned(rec)
+        testing.return_call(ledger, rec)
     tasks = [loop.create_task(_pending()) for _ in range(open_n)]
     loop.run_until_complete(asyncio.sleep(0))  # let them start: a real suspended stack
     for i, t in enumerate(tasks):
@@ -371,7 +375,7 @@ def _sweep_once(loop: asyncio.AbstractEventLoop, ledger: Any, inv: str, open_n: 
         assert rec is not None, "max_open_tasks reached"
     gc.collect()
     t0 = time.process_time()
-    ledger.run_ended(run, "after_run")
+    testing.end_run(ledger, run, "after_run")
     dt = time.process_time() - t0
     for t in tasks:
         t.cancel()
@@ -383,19 +387,21 @@ def _sweep_once(loop: asyncio.AbstractEventLoop, ledger: Any, inv: str, open_n: 
 
 def _idle_sweeps(ledger: Any, inv: Callable[[], str], k: int) -> float:
     """Seconds per sweep of a run whose 10 tasks all ended already (timed over k)."""
+    from adk_task_telemetry import testing
+
     ids = []
     for _ in range(k):
         run = direct_run(ledger, inv())
         for j in range(10):
             rec = direct_open(ledger, run, f"call-{j}")
             assert rec is not None
-            ledger.returned(rec)
+            testing.return_call(ledger, rec)
         ids.append(run)
     gc.collect()
-    sweep = ledger.run_ended
+    sweep = testing.end_run
     t0 = time.process_time()
     for i in ids:
-        sweep(i, "after_run")
+        sweep(ledger, i, "after_run")
     return (time.process_time() - t0) / k
 
 
@@ -411,7 +417,7 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from adk_task_telemetry.tracker import Tracker
+    from adk_task_telemetry import testing
 
     from .common import NoopSpanExporter
 
@@ -438,7 +444,7 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
             got[name] = timed(spans(tracer))[1] / n * 1e9
             per_span[name].append(got[name])
         ratio.append(got["with"] / got["without"])
-    ledger = Tracker(tp, plain.meter_provider)
+    ledger = testing.tracker(tp, plain.meter_provider)
     seq = [0]
 
     def inv() -> str:
@@ -472,13 +478,13 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
 
 
 def section_sweep(plan: Plan) -> dict[str, Any]:
-    from adk_task_telemetry.tracker import Options, Tracker
+    from adk_task_telemetry import testing
 
     prov = make_providers()
     loop = asyncio.new_event_loop()
     # The default max_open_tasks (10,000) would stop tracking at the largest size.
-    ledger = Tracker(prov.tracer_provider, prov.meter_provider,
-                     Options(max_open_tasks=2 * max(plan.sweep_open)))
+    ledger = testing.tracker(prov.tracer_provider, prov.meter_provider,
+                             max_open_tasks=2 * max(plan.sweep_open))
     seq = [0]
 
     def inv() -> str:
@@ -501,8 +507,8 @@ def section_sweep(plan: Plan) -> dict[str, Any]:
             run = direct_run(ledger, inv())
             rec = direct_open(ledger, run, "call-0")
             assert rec is not None
-            ledger.returned(rec)
-            ledger.run_ended(run, "after_run")
+            testing.return_call(ledger, rec)
+            testing.end_run(ledger, run, "after_run")
             history += 1
         state = _state(ledger)
         idle = [_idle_sweeps(ledger, inv, 200) * 1e6 for _ in range(plan.sweep_reps)]
@@ -745,6 +751,9 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         *per_request_markdown(),
         *curve_markdown(),
         *orphans_markdown(),
+        *memory_markdown(),
+        *server_markdown(),
+        *export_markdown(),
         "## The section benchmarks (`benchmarks.run`)",
         "",
         "Produced by:",

@@ -124,10 +124,14 @@ def test_throughput(quick: dict[str, Any]) -> None:
 @pytest.mark.parametrize("module, says", [
     ("benchmarks.bench_curve", "to the first level"),
     ("benchmarks.bench_orphans", "orphans alive"),
+    ("benchmarks.bench_memory", "bytes per open task"),
+    ("benchmarks.bench_server", "tool_task spans received; 0 failed runs"),
+    ("benchmarks.bench_export", "CPU per span"),
 ])
 def test_curve_benchmarks_run(module: str, says: str) -> None:
-    """Issue 24's curves, at a smoke size: they run through a real Runner and print
-    their figures (nothing about time is asserted)."""
+    """Issue 24's curves, at a smoke size: they run (through a real Runner; the export's
+    through the plugin's callbacks and a real OTLP receiver) and print their figures
+    (nothing about time is asserted)."""
     proc = subprocess.run([sys.executable, "-m", module, "--quick"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

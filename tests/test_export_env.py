@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import configure
+from adk_task_telemetry import configure, testing
 from adk_task_telemetry.configure import settings as _env
 from adk_task_telemetry.configure import variables
-from adk_task_telemetry.testing import unconfigured
 
 
 def test_defaults_follow_the_specification() -> None:
@@ -112,30 +111,29 @@ def test_per_signal_exporter_choice() -> None:
     assert _env.signal_exporters("traces", {}) is None
 
 
+@testing.configure_afresh()
 def test_sdk_disabled_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     before = trace.get_tracer_provider()
-    with unconfigured():
-        handle = configure.configure_telemetry("svc", endpoint="http://127.0.0.1:9",
-                                               protocol="grpc")
-        assert handle.enabled is False
-        assert handle.tracer_provider is None and handle.meter_provider is None
-        assert trace.get_tracer_provider() is before
-        assert configure.configure_telemetry() is handle  # calling again is harmless
-        assert handle.force_flush() is True
-        handle.shutdown()
-        handle.shutdown()
+    handle = configure.configure_telemetry("svc", endpoint="http://127.0.0.1:9", protocol="grpc")
+    assert handle.enabled is False
+    assert handle.tracer_provider is None and handle.meter_provider is None
+    assert trace.get_tracer_provider() is before
+    assert configure.configure_telemetry() is handle  # calling again is harmless
+    assert handle.force_flush() is True
+    handle.shutdown()
+    handle.shutdown()
 
 
+@testing.configure_afresh()
 def test_a_typo_in_an_argument_fails_at_configure_time() -> None:
     before = trace.get_tracer_provider()
-    with unconfigured():
-        with pytest.raises(ValueError, match="protocol"):
-            configure.configure_telemetry(protocol="grcp")
-        with pytest.raises(ValueError, match="exemplar_filter"):
-            configure.configure_telemetry(exemplar_filter="sometimes")
-        assert trace.get_tracer_provider() is before
-        assert configure.active() is None
+    with pytest.raises(ValueError, match="protocol"):
+        configure.configure_telemetry(protocol="grcp")
+    with pytest.raises(ValueError, match="exemplar_filter"):
+        configure.configure_telemetry(exemplar_filter="sometimes")
+    assert trace.get_tracer_provider() is before
+    assert configure.active() is None
 
 
 def test_a_bad_interval_keeps_the_interval_default_not_the_timeout_one() -> None:

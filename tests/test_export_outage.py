@@ -174,3 +174,33 @@ def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
     assert len(told) == 1 and "40 spans held" in told[0] and "60 spans dropped" in told[0], told
 
 
+
+
+def test_past_the_byte_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
+        collector: list[GrpcReceiver | HttpReceiver],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound in bytes holds too. A batch that reaches an empty buffer is sent
+    unmeasured (export.py's hot path); when its export fails it comes back measured, and
+    the bound drops the oldest of it like any other."""
+    bound = 4000  # about ten tool_task spans, far below the 50,000-span count bound
+    monkeypatch.setenv("ADK_TASK_TELEMETRY_BUFFER_SPAN_BYTES", str(bound))
+    handle, plugin = _pipeline(collector[0])
+    agent = Agent(plugin, calls=1)
+    rx = collector[0].received
+    try:
+        _outage(handle, collector, agent, runs=100, before=5)
+        held = handle.export_status()["traces"]
+        collector[0] = restarted(collector[0])
+        _until(lambda: len(set(_received_calls(rx))) == 5 + held.buffered, "what was held")
+        asyncio.run(agent.run(5))
+        handle.force_flush()
+        _until(lambda: len(set(_received_calls(rx))) == 5 + held.buffered + 5, "the rest")
+        status = handle.export_status()["traces"]
+    finally:
+        handle.shutdown()
+    kept = held.buffered
+    assert 0 < kept < 100 and 0 < held.buffered_bytes <= bound, held
+    assert held.dropped == status.dropped == {"buffer_full": 100 - kept}
+    in_outage = agent.served[5:105]
+    assert set(_received_calls(rx)) == set(agent.served[:5] + in_outage[100 - kept:]
+                                           + agent.served[105:])

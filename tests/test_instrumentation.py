@@ -436,3 +436,24 @@ async def test_an_orphan_is_logged_in_its_span_context(
         assert "tool=stubborn_feed call_id=call-feed" in str(record.body)
     finally:
         await run.probe.cleanup()
+
+
+def test_the_instrumentor_requires_the_adk_that_pyproject_requires() -> None:
+    """The oldest supported google-adk is one fact: adk_compat owns it, the instrumentor's
+    dependency check reads it, and pyproject.toml (which cannot import it) says the same."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    from adk_task_telemetry.instrumentation import AdkTaskTelemetryInstrumentor
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library "
+                                  "from Python 3.11 on")
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                              .read_text())
+    (declared,) = [Requirement(r) for r in pyproject["project"]["dependencies"]
+                   if Requirement(r).name == "google-adk"]
+    (checked,) = [Requirement(r) for r in
+                  AdkTaskTelemetryInstrumentor().instrumentation_dependencies()]
+    wanted = SpecifierSet(f">={adk_compat.OLDEST_SUPPORTED_ADK}")
+    assert declared.specifier == wanted and checked.specifier == wanted

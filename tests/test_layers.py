@@ -3,8 +3,8 @@ at import time and inside functions alike (TYPE_CHECKING imports included: a typ
 names a higher layer is knowledge of it).
 
 Read from the source with ``ast``, so an import hidden in a function counts. Records are
-data and reporters never call back into the engine: both hold a small Protocol that the
-tracker implements (``records.RecordOwner``, ``strict.SpawnOwner``), not an import of it.
+data and hold a small Protocol the tracker implements (``records.RecordOwner``), not an
+import of it; that reporters never call back into the engine is tests/test_no_callbacks.py.
 """
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
 #: Bottom first. A module not listed fails the test: place it when you add it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # facts with no dependency of ours
-    ("semconv", "version", "privacy", "stacks", "configure.variables", "configure.outage",
-     "scenarios.model"),
+    ("semconv", "version", "privacy", "stacks", "otel_compat", "configure.variables",
+     "configure.outage", "scenarios.model"),
     # what ADK and OpenTelemetry are, the settings, and the data
-    ("adk_compat", "records", "metrics", "spans", "exit", "plugin_order",
-     "configure.settings"),
+    ("adk_compat.versions", "adk_compat.probes", "adk_compat.access", "adk_compat.signals",
+     "adk_compat.ledger", "adk_compat.notes", "adk_compat.live_path", "adk_compat.thread_pool",
+     "adk_compat",
+     "records", "metrics", "spans", "exit", "plugin_order", "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
+    # the engine's parts that change no state: spans, run index, drivers, threads, exit
+    ("task_spans", "runindex", "drivers", "threadwork", "registry"),
     # the engine
     ("tracker",),
     # ADK's side of it
@@ -34,8 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("configure.bridge", "configure.otlp", "configure.prometheus", "configure.buffer",
      "configure.export", "configure.providers", "configure.handle", "configure",
      "runner_hook", "instrumentation", "pytest_plugin"),
-    # applications of it: the scenario library, the CLI and its views, the test surface,
-    # the package face
+    # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.probe", "scenarios.library", "scenarios", "cli.results", "cli.wording",
      "cli.readback", "cli.terminal", "cli.report_html", "cli.audit_json", "cli.harness",
      "cli.otlp", "cli.commands", "cli.dispatch", "cli.__main__", "cli", "testing", ""),

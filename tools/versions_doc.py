@@ -10,58 +10,84 @@ probes) and ``<v>.rc`` (the lifecycle tests' exit status). LOG_DIR holds the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-#: Where each behaviour holds (bisected on the latest patch of every minor; each is a
-#: feature probe in adk_compat, checked per version by tests/test_adk_compat.py).
-CHANGES = [
-    ("live_send_loop_polls", "1.14 to 1.21",
+
+def _version_facts() -> ModuleType:
+    """adk_compat's version facts (``HOLDS_ON``, ``OLDEST_SUPPORTED_ADK``), the owner of
+    every range below, loaded by path: it imports nothing (google-adk need not be
+    installed in the interpreter that writes the doc)."""
+    path = (Path(__file__).resolve().parent.parent / "src" / "adk_task_telemetry"
+            / "adk_compat" / "versions.py")
+    spec = importlib.util.spec_from_file_location("_adk_versions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_FACTS = _version_facts()
+HOLDS_ON: dict[str, str] = _FACTS.HOLDS_ON
+OLDEST = _FACTS.OLDEST_SUPPORTED_ADK
+OLDEST_MINOR = OLDEST.rsplit(".", 1)[0]
+
+#: What each probe means, in the order of *Where each behaviour holds*; the releases
+#: are adk_compat's ``HOLDS_ON`` (bisected on the latest patch of every minor, checked
+#: per version by tests/test_adk_compat.py).
+_MEANINGS = [
+    ("live_send_loop_polls",
      "the live send loop polls its queue with `asyncio.wait_for(..., timeout)`: on Python "
      "before 3.12 that can swallow the cancel of ADK's teardown, and the caller's "
      "`aclose()` of the live run then never returns (with or without plugins)"),
-    ("live_tool_hook", "1.14 to 1.26",
+    ("live_tool_hook",
      "ADK calls no plugin callback for a live tool call: the plugin's hook calls its own "
      "`before_tool_callback`, `after_tool_callback` and `on_tool_error_callback` there "
      "(see *Hooks* below)"),
-    ("live_run_end_hook", "1.14 to 1.39, 2.0 to 2.7",
+    ("live_run_end_hook",
      "ADK gives plugins no signal when a live run ends: the plugin's hook reports its "
      "orphans then, as `live_teardown` (see *Hooks* below)"),
-    ("agent_tool_keeps_app_name", "1.17 on",
+    ("agent_tool_keeps_app_name",
      "a nested AgentTool run belongs to the parent's app (before: its app name is the "
      "child agent's name, so its spans carry that `adk.app.name`)"),
-    ("runner_closes_plugins", "1.19 on",
+    ("runner_closes_plugins",
      "`Runner.close()` closes plugins (before: the plugin never hears `plugin_close`)"),
-    ("live_calls_run_plugin_callbacks", "1.27 on",
+    ("tool_thread_pool",
+     "ADK's tool thread pool (`RunConfig.tool_thread_pool_config`): live calls of a "
+     "synchronous tool run on it ([thread-pool.md](thread-pool.md))"),
+    ("live_calls_run_plugin_callbacks",
      "live tool calls run the plugins' before/after tool callbacks"),
-    ("failed_call_cancels_siblings", "1.32 on",
+    ("failed_call_cancels_siblings",
      "a failed parallel call cancels its siblings (before: they keep running after the "
      "step raised, and the plugin reports them as orphans)"),
-    ("live_teardown_cancels_background_tools", "1.39, 2.8 on",
-     "live teardown cancels background streaming tools (before, and on 2.0 to 2.7: it "
+    ("live_teardown_cancels_background_tools",
+     "live teardown cancels background streaming tools (on the other releases it "
      "cancels none, so both seed calls keep running)"),
-    ("stop_background_tool_tasks", "1.39, 2.8 to 2.10",
-     "that teardown is `BaseLlmFlow._stop_background_tool_tasks` (2.11 on: "
+    ("stop_background_tool_tasks",
+     "that teardown is `BaseLlmFlow._stop_background_tool_tasks` (later: "
      "`google.adk.live._flow_utils`)"),
-    ("node_runtime", "2.0 on",
-     "the 2.x node runtime (`google.adk.workflow`)"),
-    ("run_error_callback", "2.5 on", "`on_run_error_callback` (`run_error` trigger)"),
-    ("live_run_has_own_task", "2.8 on",
+    ("node_runtime", "the 2.x node runtime (`google.adk.workflow`)"),
+    ("run_error_callback", "`on_run_error_callback` (`run_error` trigger)"),
+    ("live_run_has_own_task",
      "a live run's agent runs in a task of ADK's own that ends with the run: the "
      "plugin sees the end as that task's end (`run_task_done`)"),
-    ("abort_signal", "2.11 on", "`Runner.run_async(abort_signal=...)` (the `caller_abort` "
-     "scenario)"),
-    ("background_tool_registry", "2.13 on",
-     "background tools kept per call id: ADK issue 7058 fixed"),
+    ("abort_signal",
+     "`Runner.run_async(abort_signal=...)` (the `caller_abort` scenario)"),
+    ("run_async_tool_thread_pool",
+     "`run_async` calls of a synchronous tool run on that pool too"),
+    ("background_tool_registry", "background tools kept per call id: ADK issue 7058 fixed"),
 ]
+CHANGES = [(probe, HOLDS_ON[probe], what) for probe, what in _MEANINGS]
 
 #: The hooks adk_compat installs (chosen by the probes above), for the doc.
 HOOKS = [
     ("`google.adk.agents.base_agent.BaseAgent.run_live`",
-     "1.14 to 1.39, 2.0 to 2.7 (`live_run_end_hook`)",
+     f"{HOLDS_ON['live_run_end_hook']} (`live_run_end_hook`)",
      "for the root agent of a live run only (the Runner hands it the invocation's own "
      "context; a sub-agent gets its parent's copy, and every other call gets ADK's own "
      "generator back) the generator ADK reads is wrapped; when it ends (the caller's "
@@ -71,7 +97,7 @@ HOOKS = [
      "starts, after `before_run_callback`, where a plugin that an uninstrument "
      "unhooked listens again"),
     ("`google.adk.flows.llm_flows.functions._process_function_live_helper`",
-     "1.14 to 1.26 (`live_tool_hook`)",
+     f"{HOLDS_ON['live_tool_hook']} (`live_tool_hook`)",
      "runs one live call's tool in that call's own task, inside ADK's `execute_tool` "
      "span: each listener plugin's `before_tool_callback` runs before it, "
      "`after_tool_callback` after it (a streaming call's background task is registered "
@@ -161,7 +187,8 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
         "# Supported google-adk versions",
         "",
         "Generated by `make matrix` (tools/versions_doc.py): the lifecycle tests and every",
-        "scenario on the latest patch of each google-adk minor since 1.14, in a venv of its",
+        f"scenario on the latest patch of each google-adk minor since {OLDEST_MINOR}, in a "
+        "venv of its",
         "own. *Seed bug* is ADK issue 7058 by the tools' own ground truth (which streaming",
         "calls' bodies are still running after the caller left the live run); *orphans",
         "reported* is what the plugin said (call ids; the `adk.run.end_trigger`; whether",
@@ -201,8 +228,10 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
               "pip install 'adk-task-telemetry[prometheus]'   # + a Prometheus scrape endpoint",
               "```",
               "",
-              "It depends on `google-adk>=1.14` with no upper bound, so installing it beside an",
-              "app that pins google-adk (2.9.0, 1.39.0, any release since 1.14) leaves that pin",
+              f"It depends on `google-adk>={OLDEST_MINOR}` with no upper bound, so installing it "
+              "beside an",
+              "app that pins google-adk (2.9.0, 1.39.0, any release since "
+              f"{OLDEST_MINOR}) leaves that pin",
               "alone (`make install-check` shows it with pip's own resolver). On a google-adk",
               "newer than the newest tested one, the plugin logs one INFO line saying so and",
               "keeps working: every difference it relies on is probed by feature.",
@@ -220,7 +249,7 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
     low = logs / "lowest-bounds.result"
     lines += ["", "## Lowest bounds", "",
               "pyproject.toml's lowest bounds installed exactly (tools/lowest_pins.py; "
-              "google-adk 1.14.0):",
+              f"google-adk {OLDEST}):",
               "", f"- {low.read_text().strip() if low.exists() else 'not run'}"]
     lines += ["", "## Where each behaviour holds", "",
               "| probe | google-adk | what |", "|---|---|---|"]

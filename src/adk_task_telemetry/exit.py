@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from opentelemetry import _logs, metrics, trace
 
+from . import otel_compat
 from . import semconv as sc
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
@@ -225,19 +226,10 @@ async def flush_after_close() -> None:
         logger.debug("flush at plugin close failed", exc_info=True)
 
 
-def nobody_installed(provider: object) -> bool:
-    """The API's stand-in that the first ``set_*_provider`` replaces: a provider can still
-    be installed. Public for traces (``ProxyTracerProvider``); metrics and logs keep
-    their proxies private (``opentelemetry.metrics._internal``, ``opentelemetry._logs.
-    _internal``, checked on the API 1.37 to 1.44), so those are known by class name."""
-    if isinstance(provider, trace.ProxyTracerProvider):
-        return True
-    return type(provider).__name__.lstrip("_") in ("ProxyMeterProvider", "ProxyLoggerProvider")
-
-
 def records_nothing(provider: object) -> bool:
-    """Nothing to flush there: the stand-in, or the API's no-op provider (public classes)."""
-    return nobody_installed(provider) or isinstance(
+    """Nothing to flush there: the API's stand-in (``otel_compat``), or its no-op
+    provider (public classes)."""
+    return otel_compat.nobody_installed(provider) or isinstance(
         provider, (trace.NoOpTracerProvider, metrics.NoOpMeterProvider,
                    _logs.NoOpLoggerProvider))
 

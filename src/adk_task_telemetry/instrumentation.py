@@ -32,14 +32,15 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
+from . import adk_compat as compat
 from .plugin import TaskTelemetryPlugin
 from .runner_hook import RunnerHook
 
 __all__ = ["AdkTaskTelemetryInstrumentor"]
 
-#: What ``opentelemetry-instrument`` checks before loading us (the tested range
-#: is in pyproject.toml's dependencies).
-_INSTRUMENTS = ("google-adk >= 1.14",)
+#: What ``opentelemetry-instrument`` checks before loading us: pyproject.toml's bound,
+#: adk_compat.OLDEST_SUPPORTED_ADK (tests/test_adk_compat.py holds the two equal).
+_INSTRUMENTS = (f"google-adk >= {compat.OLDEST_SUPPORTED_ADK}",)
 
 _lock = threading.Lock()
 

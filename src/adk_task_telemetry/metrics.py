@@ -29,6 +29,17 @@ OTHER = "_other"
 NAME_CHARS = 256
 
 
+def end_attributes(attrs: dict[str, Any], outcome: str,
+                   error_type: str | None = None) -> dict[str, Any]:
+    """How a task ended, as the span and the duration and orphan-lifetime points all
+    carry it, put into ``attrs`` (returned): ``adk.tool_task.outcome``, and
+    ``error.type`` where one is known. The one place these two attributes are made."""
+    attrs[sc.ADK_TOOL_TASK_OUTCOME] = outcome
+    if error_type is not None:
+        attrs[sc.ERROR_TYPE] = error_type
+    return attrs
+
+
 class Series:
     """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
     counts behind ``started`` and ``active``."""
@@ -40,7 +51,7 @@ class Series:
         # The span's start attributes this series shares (the ids are added per task).
         self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
         # The duration histogram's attributes of the outcomes that need no more.
-        self.by_outcome = {o: {**attrs, sc.ADK_TOOL_TASK_OUTCOME: o}
+        self.by_outcome = {o: end_attributes({**attrs}, o)
                            for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)}
         self.started = 0
         self.open = 0
@@ -113,9 +124,7 @@ class Metrics:
               error_type: str | None = None, cancel_cause: str | None = None) -> None:
         attrs = series.by_outcome.get(outcome)
         if attrs is None:
-            attrs = {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome}
-            if error_type is not None:
-                attrs[sc.ERROR_TYPE] = error_type
+            attrs = end_attributes({**series.attrs}, outcome, error_type)
             if cancel_cause is not None:
                 attrs[sc.ADK_TOOL_TASK_CANCEL_CAUSE] = cancel_cause
         self._duration.record(seconds, attrs, context=_exemplar_context(span))
@@ -127,7 +136,7 @@ class Metrics:
 
     def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
         self._orphans_alive.add(-1, series.attrs)
-        self._orphan_lifetime.record(seconds, {**series.attrs, sc.ADK_TOOL_TASK_OUTCOME: outcome},
+        self._orphan_lifetime.record(seconds, end_attributes({**series.attrs}, outcome),
                                      context=_exemplar_context(span))
 
     def overflow(self, series: Series) -> None:

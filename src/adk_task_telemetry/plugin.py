@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from google.adk.plugins.base_plugin import BasePlugin
@@ -20,13 +21,13 @@ from typing_extensions import override  # ADK's own plugins use it; ADK requires
 
 from . import adk_compat as compat
 from . import exit as _exit
-from . import plugin_order, pool_metrics
+from . import plugin_order, pool_metrics, registry
 from . import semconv as sc
 from .configure import settings
 from .metrics import MAX_SERIES, Series
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
-from .tracker import Options, Tracker, register_shutdown
+from .records import OpenTask, RunStart, TaskRecord, ToolIdentity, TrackerState
+from .tracker import Options, RunUnknown, Tracker
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -106,7 +107,7 @@ class TaskTelemetryPlugin(BasePlugin):
         self._redact = redact
         self._max_arg = max_argument_length
         self._tools: dict[_ToolKey, _Tool] = {}
-        self._last: tuple[Any, Any, str, bool, _Tool] | None = None
+        self._last: tuple[Any, Any, Any, bool, _Tool] | None = None
         # ADK's process-wide hooks (adk_compat) stay while this plugin lives: a
         # Runner's start and close never install or undo them (a Runner per request
         # would pay for both on every run). Undone when the last plugin is collected,
@@ -114,7 +115,7 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
         self._hooked = True
-        register_shutdown()
+        registry.register_shutdown()
         _exit.plugin_built(self)
 
     # --- public -----------------------------------------------------------------
@@ -147,9 +148,10 @@ class TaskTelemetryPlugin(BasePlugin):
                 compat.add_thread_work_listener(self)
                 self._hooked = True
             ctx = invocation_context
-            self._tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
-                                      compat.session_id_of(ctx), ctx, trace.get_current_span(),
-                                      asyncio.current_task())
+            task = asyncio.current_task()
+            self._tracker.run_started(RunStart(
+                str(ctx.invocation_id), _app_name(ctx), compat.session_id_of(ctx), ctx,
+                trace.get_current_span(), task, compat.is_adk_task(task)))
             plugin_order.take_first_place(self, ctx)
         except Exception:
             self._tracker.failed("before_run_callback")
@@ -201,8 +203,9 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.remove_thread_work_listener(self)
 
     def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
-        """A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
-        2.0 to 2.7): adk_compat's hook on that release's live path calls this."""
+        """A live run ended on an ADK that gives plugins no signal there
+        (``compat.LIVE_RUN_END_HOOK``; the releases are ``compat.HOLDS_ON``): adk_compat's
+        hook on that release's live path calls this."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
 
     def _on_thread_work(self, work: Future[Any]) -> None:
@@ -218,12 +221,16 @@ class TaskTelemetryPlugin(BasePlugin):
     def _run_ended(self, invocation_context: InvocationContext, trigger: str, *,
                    read_close: bool = False) -> None:
         """``read_close``: whether the caller closed the run is read from ADK's
-        exception in flight (adk_compat.caller_closed_run): only in ``after_run``."""
+        exception in flight (adk_compat.caller_closed_run): only in ``after_run``;
+        then also whether that exception is a cancellation unwinding the run's step
+        (``compat.cancellation_unwinds_step``), read here before any await."""
         try:
             run = self._tracker.run_of(str(invocation_context.invocation_id))
             if run is not None:
-                self._tracker.run_ended(run, trigger,
-                                        read_close and compat.caller_closed_run())
+                cut = read_close and compat.caller_closed_run()
+                self._tracker.run_ended(
+                    run, trigger, cut,
+                    unwinding=cut and compat.cancellation_unwinds_step(sys.exc_info()[1]))
         except Exception:
             self._tracker.failed(trigger)
 
@@ -232,24 +239,25 @@ class TaskTelemetryPlugin(BasePlugin):
     @override
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> None:
+        # ADK's objects turned into the tracker's values in one pass (adk_compat reads
+        # them), then one verb: the tracker never goes back to them.
         tracker = self._tracker
         try:
             ctx = compat.invocation_context_of(tool_context)
-            run = tracker.run_of(ctx.invocation_id)
-            if run is None:  # a tool task seen without its before_run (plugin added mid-run)
-                run = tracker.run_started(str(ctx.invocation_id), _app_name(ctx),
-                                          compat.session_id_of(ctx), ctx, None, None)
-            identity, series, stops = self._tool(tool, ctx, run)
-            if stops:
-                target = compat.stop_streaming_target(tool_args)
-                if target is not None:
-                    tracker.stop_requested(run, target)
-            extra = None
-            if self._capture:
-                extra = self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
-                                       tool_args)
-            tracker.opened(run, identity, series, _call_id(tool_context),
-                           asyncio.current_task(), extra)
+            identity, series, stops = self._tool(tool, ctx)
+            call_id = _call_id(tool_context)
+            task = asyncio.current_task()
+            extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
+                                    tool_args) if self._capture else None)
+            target = compat.stop_streaming_target(tool_args) if stops else None
+            try:
+                tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
+                                     extra, target)
+            except RunUnknown:  # a tool task seen without its before_run (added mid-run)
+                tracker.run_started(RunStart(str(ctx.invocation_id), identity.app_name,
+                                             compat.session_id_of(ctx), ctx))
+                tracker.tool_started(ctx.invocation_id, call_id, identity, series, task,
+                                     extra, target)
         except Exception:
             tracker.failed("before_tool_callback")
         return None
@@ -282,7 +290,7 @@ class TaskTelemetryPlugin(BasePlugin):
                                      tool_context: ToolContext, error: Exception) -> None:
         try:
             record = self._record(tool_context)
-            if record is not None:
+            if record is not None and compat.is_tool_error(error):
                 self._tracker.raised(record, error)
         except Exception:
             self._tracker.failed("on_tool_error_callback")
@@ -290,26 +298,28 @@ class TaskTelemetryPlugin(BasePlugin):
 
     # --- internals --------------------------------------------------------------
 
-    def _tool(self, tool: BaseTool, ctx: Any, run: RunRecord) -> _Tool:
-        """What a call to ``tool`` in ``ctx`` is (its identity, series, and whether it
-        stops a streaming tool), worked out once per tool: the last one is kept at hand
-        (a run's calls mostly go to one tool), the rest by their key."""
+    def _tool(self, tool: BaseTool, ctx: Any) -> _Tool:
+        """What a call to ``tool`` in ``ctx`` is (its identity, with the app's name,
+        series, and whether it stops a streaming tool), worked out once per tool: the
+        last one is kept at hand (a run's calls mostly go to one tool), the rest by
+        their key."""
         last = self._last
+        app = getattr(ctx, "app_name", None)
         if (last is not None and last[0] is tool and last[1] is getattr(ctx, "agent", None)
-                and last[2] == run.app_name and last[3] is compat.is_live(ctx)):
+                and last[2] == app and last[3] is compat.is_live(ctx)):
             return last[4]
-        key = (*compat.tool_key(tool, ctx), run.app_name)
+        app_name = str(app or "")
+        key = (*compat.tool_key(tool, ctx), app_name)
         found = self._tools.get(key)
         if found is None:
             identity = ToolIdentity(str(tool.name or "") or type(tool).__name__,
                                     type(tool).__name__, compat.agent_name_of(ctx),
-                                    compat.task_kind(tool, ctx), run.app_name)
+                                    compat.task_kind(tool, ctx), app_name)
             found = (identity, self._tracker.metrics.series_for(identity),
                      identity.kind == sc.Kind.CALL and compat.is_stop_streaming(tool))
             if len(self._tools) < _TOOLS_CACHED:
                 self._tools[key] = found
-        self._last = (tool, getattr(ctx, "agent", None), run.app_name, compat.is_live(ctx),
-                      found)
+        self._last = (tool, getattr(ctx, "agent", None), app, compat.is_live(ctx), found)
         return found
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:

@@ -1,8 +1,13 @@
 """What the tracker holds: a record per tool task, one per run, and the public views.
 
 Records are data. Their state moves only in ``tracker.Tracker`` (the state diagram
-is there); the other modules read them (orphans.py, calls.py, strict.py) or hand
-values to the tracker to store.
+is there); the reporters read them (orphans.py, calls.py), the tracker's helpers keep
+the fields of their own concern (runindex.py, drivers.py, threadwork.py, task_spans.py:
+never ``state``), and the plugin hands the tracker ADK's objects turned into values
+(``RunStart``, ``ToolIdentity``). One field is written elsewhere: strict.py's task
+factory appends to ``RunRecord.spawned`` (a task created inside a tool task), which
+only the tracker takes from. A record's done-callback hands it to ``RecordOwner``,
+never further.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import asyncio
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -45,6 +50,23 @@ class ToolIdentity:
     agent_name: str
     kind: str
     app_name: str
+
+
+class RunStart(NamedTuple):
+    """A run as the plugin hands it to ``Tracker.run_started``: ADK's objects already
+    turned into values (adk_compat), in one pass. ``owner`` is ADK's invocation
+    context, which the tracker only holds weakly (its death ends a run no signal
+    ended; the call ledger reads its session through adk_compat); ``span`` the span
+    current at the run's start; ``task`` the task running it and ``task_is_run``
+    whether ADK made that task for this run alone (it ends with the run)."""
+
+    invocation_id: str
+    app_name: str
+    conversation_id: str | None
+    owner: Any = None
+    span: Span | None = None
+    task: asyncio.Task[Any] | None = None
+    task_is_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,7 +259,8 @@ class RunRecord:
         self.calls: dict[str, int] | None = None
         # Call id -> how its task ended, for tasks that did not end well only.
         self.unhappy: dict[str, str] | None = None
-        # Strict mode: tasks a tool body created, with who created them and when.
+        # Strict mode: tasks a tool body created, with who created them and when
+        # (appended by strict.py's task factory; taken by the tracker at the run's end).
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
 
     def __call__(self, task: asyncio.Task[Any]) -> None:

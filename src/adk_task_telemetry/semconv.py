@@ -105,8 +105,8 @@ class EndTrigger:
     RUN_TASK_DONE: Final = "run_task_done"
     PLUGIN_CLOSE: Final = "plugin_close"
     SHUTDOWN: Final = "shutdown"
-    # A live run ended on an ADK that gives plugins no signal there (1.14 to 1.39,
-    # 2.0 to 2.7): adk_compat's hook, chosen by feature, reports that moment.
+    # A live run ended on an ADK that gives plugins no signal there: adk_compat's
+    # hook (LIVE_RUN_END_HOOK; releases in HOLDS_ON), chosen by feature, reports it.
     LIVE_TEARDOWN: Final = "live_teardown"
     # ADK's own run span (``invocation``) ended and no other signal had ended the
     # run: a cancelled or failed run_async on ADK 1.x, a caller's timeout.

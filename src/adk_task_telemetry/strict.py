@@ -1,48 +1,45 @@
 """Strict mode (``track_spawned_tasks=True``): tasks a tool body spawned and left running.
 
 A task factory chained onto the running loop notes every task created inside a
-tool task of a strict tracker; at its run's end, those still running (and not
-tool tasks themselves) are reported as orphans of the call that spawned them,
-on a span of their own with ``adk.tool_task.spawned`` set.
+tool task of a strict tracker, in that task's run record (``RunRecord.spawned``); at
+the run's end the tracker asks which of them still run (and are not tool tasks
+themselves) and reports each as an orphan of the call that spawned it, on a span of
+its own with ``adk.tool_task.spawned`` set.
+
+A reporter, not a part of the engine: it reads the tracker's context variable (which
+record is current) and writes run records, and never calls the tracker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from . import semconv as sc
-
-if TYPE_CHECKING:
-    from .records import TaskRecord
-
-
-class SpawnOwner(Protocol):
-    """A strict tracker, as this module sees it: it says which record is current and
-    takes the spawned tasks this module finds. The tracker implements it; this module
-    never imports the engine."""
-
-    def current(self) -> TaskRecord | None: ...
-
-    def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None: ...
-
-    def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
-                      trigger: str) -> None: ...
-
+from .records import OPEN, TaskRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
-_trackers: weakref.WeakSet[SpawnOwner] = weakref.WeakSet()
+#: Spawned tasks kept per run before finished ones are pruned.
+PRUNE_SPAWNED_AT = 64
+
+#: Per strict tracker (held weakly, never called): its context variable that names the
+#: record of the tool task running in this context.
+_current: weakref.WeakKeyDictionary[object, contextvars.ContextVar[TaskRecord | None]] = (
+    weakref.WeakKeyDictionary())
 _loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 _tool_tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-def install_on_running_loop(tracker: SpawnOwner) -> None:
+def install_on_running_loop(tracker: object,
+                            current: contextvars.ContextVar[TaskRecord | None]) -> None:
     """Chains a task factory onto the running loop (once per loop; uvloop too) that
-    tells ``tracker`` of tasks created inside its tool tasks."""
-    _trackers.add(tracker)
+    notes tasks created where ``current`` names an open record of ``tracker``'s."""
+    _current[tracker] = current
     loop = asyncio.get_running_loop()
     if loop in _loops:
         return
@@ -65,10 +62,14 @@ def install_on_running_loop(tracker: SpawnOwner) -> None:
 
 
 def _note(task: asyncio.Task[Any]) -> None:
-    for tracker in list(_trackers):
-        record = tracker.current()
-        if record is not None and record.task is not task:
-            tracker.note_spawned(record, task)
+    for current in list(_current.values()):
+        record = current.get()
+        if record is None or record.state != OPEN or record.task is task:
+            continue
+        spawned = record.run.spawned
+        if len(spawned) >= PRUNE_SPAWNED_AT:
+            spawned[:] = [s for s in spawned if not s[0].done()]
+        spawned.append((task, record, time.time_ns()))
 
 
 def note_tool_task(task: asyncio.Task[Any]) -> None:
@@ -76,10 +77,8 @@ def note_tool_task(task: asyncio.Task[Any]) -> None:
     _tool_tasks.add(task)
 
 
-def end_spawned(tracker: SpawnOwner, spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]],
-                trigger: str) -> None:
+def left_running(spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]]
+                 ) -> list[tuple[asyncio.Task[Any], TaskRecord, int]]:
     """At a run's end (``spawned``: what its tool bodies spawned, taken from the run by
-    the tracker): each task still running is an orphan of its call."""
-    for task, parent, spawned_ns in spawned:
-        if not task.done() and task not in _tool_tasks:
-            tracker.adopt_spawned(parent, task, spawned_ns, trigger)
+    the tracker): the tasks still running, each an orphan of its call."""
+    return [s for s in spawned if not s[0].done() and s[0] not in _tool_tasks]

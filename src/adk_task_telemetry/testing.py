@@ -1,66 +1,145 @@
-"""The supported test surface: for tests of this package and of users' apps.
+"""The supported test surface of adk_task_telemetry: for tests of this package and of
+users' apps. Stable within a minor release; what it offers never needs a private
+attribute of the package, so a refactor of the internals does not break the tests
+that use it.
 
-A test that needs more than the user-facing API (a scripted model, the tools' own
-ground truth, a fresh ``configure_telemetry()``) uses what is here, never a private
-attribute or an underscore module of the package: the package's insides may move in
-any release, this module's names do not.
-
-Rules:
-
-* Stable within a minor release: a name here keeps its meaning in every x.y.*; a
-  change or removal comes in a new minor and is listed in the changelog.
-* For tests only: nothing in the package imports this module, and importing it installs
-  nothing (no provider, no hook) and changes no process-wide state.
-* Everything here is real (the ADK Runner, the OTel SDK, asyncio tasks): no mocks.
-* One section per area (``# --- <area> ---``); each section extends ``__all__``.
+Each section is owned by one part of the package.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
-from . import configure
-from .scenarios import (
-    RUN_TAG,
-    SCENARIOS,
-    Harness,
-    PerRunLlm,
-    Probe,
-    ScenarioRun,
-    ScriptedLiveConnection,
-    ScriptedLlm,
-    TaskTruth,
-    call,
-    run_scenario,
-    scenario_tools,
-    scripted_agent,
-    text,
-)
+from opentelemetry import metrics, trace
 
-__all__: list[str] = []
+from . import adk_compat as _compat
+from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
+from .scenarios import RUN_TAG as RUN_TAG
+from .scenarios import SCENARIOS as SCENARIOS
+from .scenarios import Harness as Harness
+from .scenarios import PerRunLlm as PerRunLlm
+from .scenarios import Probe as Probe
+from .scenarios import ScenarioRun as ScenarioRun
+from .scenarios import ScriptedLiveConnection as ScriptedLiveConnection
+from .scenarios import ScriptedLlm as ScriptedLlm
+from .scenarios import TaskTruth as TaskTruth
+from .scenarios import call as call
+from .scenarios import run_scenario as run_scenario
+from .scenarios import scenario_tools as scenario_tools
+from .scenarios import scripted_agent as scripted_agent
+from .scenarios import text as text
+from .tracker import Options, Tracker
 
-# --- scenarios ---
-# The scripted model, the tools' ground truth and the scenario library that ``demo`` and
-# ``audit`` run (adk_task_telemetry.scenarios): a test scripts an agent with
-# ``scripted_agent(name, turns, tools)`` (turns of ``call(...)``/``text(...)`` parts),
-# takes tools that record their bodies from ``scenario_tools(probe)``, or runs a named
-# scenario with ``run_scenario(name, plugins)``; ``Probe`` says which bodies still run.
+# --- compat ---
 
 
 @contextlib.contextmanager
-def unconfigured() -> Iterator[None]:
-    """Inside the block, ``configure_telemetry()`` configures as in a fresh process
-    (a handle an earlier test made is set aside, not shut down); on leaving, that
-    earlier handle is the one the process keeps again. A handle made inside the block
-    is the test's to shut down."""
-    before = configure.replace_active(None)
+def fresh_adk_notes(installed: str | None = None) -> Iterator[None]:
+    """Inside the block, the once-per-process notes about the installed google-adk
+    (newer than the newest tested, an INFO record; probes decided without ADK's source,
+    a WARNING) are made afresh, as if google-adk ``installed`` were installed (None:
+    the real one). After it, the state before is back: a note made in the block does
+    not count for the process.
+
+    Feature probes are not re-run: ``installed`` changes only what the notes say and
+    whether the "newer than tested" one is due.
+    """
+    with _compat.fresh_notes(installed):
+        yield
+
+
+# --- house ---
+
+
+@contextlib.contextmanager
+def configure_afresh() -> Iterator[None]:
+    """Inside: ``configure_telemetry()`` behaves as if it had not run in this process
+    (the next call sets up, rather than returning the earlier handle). Afterwards the
+    earlier handle is the active one again. Providers a call inside installed stay
+    installed: OpenTelemetry sets a global provider only once per process."""
+    from . import configure
+
+    earlier = configure.replace_active(None)
     try:
         yield
     finally:
-        configure.replace_active(before)
+        configure.replace_active(earlier)
 
 
-__all__ += ["RUN_TAG", "SCENARIOS", "Harness", "PerRunLlm", "Probe", "ScenarioRun",
-            "ScriptedLiveConnection", "ScriptedLlm", "TaskTruth", "call", "run_scenario",
-            "scenario_tools", "scripted_agent", "text", "unconfigured"]
+# --- tracker ---
+# The lifecycle engine driven directly, without ADK (benchmarks, unit checks), and a
+# way to make it fail inside (robustness tests). ``Tracker``, ``RunRecord`` and
+# ``TaskRecord`` are handed out as opaque values: pass them back to these helpers.
+
+#: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
+_PLUGIN_VERBS = ("run_started", "run_of", "run_step", "calls_seen", "run_ended", "closed",
+                 "tool_started", "current", "record_here", "moved", "returned", "raised",
+                 "bind_thread_work")
+
+
+def tracker(tracer_provider: trace.TracerProvider | None = None,
+            meter_provider: metrics.MeterProvider | None = None, *,
+            max_open_tasks: int = 10_000) -> Tracker:
+    """A tracker of its own (what one plugin instance holds), on these providers."""
+    return Tracker(tracer_provider, meter_provider, Options(max_open_tasks=max_open_tasks))
+
+
+def start_run(tracker: Tracker, invocation_id: str, *, app_name: str = "bench",
+              conversation_id: str | None = "session-1") -> RunRecord:
+    """A run, as ``before_run_callback`` starts one, with no ADK span or task: it
+    ends when ``end_run`` (or the process's exit sweep) says so."""
+    return tracker.run_started(RunStart(invocation_id, app_name, conversation_id))
+
+
+def open_call(tracker: Tracker, run: RunRecord, call_id: str, *, task: Any = None,
+              tool_name: str = "fetch", agent_name: str = "worker") -> TaskRecord | None:
+    """A tool call of ``run``, as ``before_tool_callback`` opens one: bound to
+    ``task`` (its end is the call's end), or, with ``task`` None, ended by its
+    callbacks (``return_call``). None where ``max_open_tasks`` records are open."""
+    identity = ToolIdentity(tool_name, "FunctionTool", agent_name, "call", run.app_name)
+    return tracker.tool_started(run.invocation_id, call_id, identity,
+                                tracker.metrics.series_for(identity), task)
+
+
+def return_call(tracker: Tracker, record: TaskRecord) -> None:
+    """The call produced its result (``after_tool_callback``)."""
+    tracker.returned(record)
+
+
+def end_run(tracker: Tracker, run: RunRecord, trigger: str = "after_run") -> None:
+    """ADK said the run ended (``after_run_callback`` by default): each call still
+    running becomes an orphan."""
+    tracker.run_ended(run, trigger)
+
+
+@contextlib.contextmanager
+def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
+    """Inside the block, every tracker verb that a plugin callback calls raises
+    ``error`` (default ``RuntimeError``): a forced failure inside the plugin's own
+    code, which it must swallow and count (``TaskTelemetryPlugin.internal_errors``)
+    without breaking the user's run."""
+    failure = error if error is not None else RuntimeError("forced by failing_tracker")
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise failure
+
+    saved = {name: vars(Tracker)[name] for name in _PLUGIN_VERBS}
+    try:
+        for name in _PLUGIN_VERBS:
+            setattr(Tracker, name, broken)
+        yield
+    finally:
+        for name, verb in saved.items():
+            setattr(Tracker, name, verb)
+
+
+# --- scenarios ---
+# The scripted model, the tools' ground truth and the scenario library that ``demo`` and
+# ``audit`` run (adk_task_telemetry.scenarios), re-exported above: a test scripts an
+# agent with ``scripted_agent(name, turns, tools)`` (turns of ``call(...)``/``text(...)``
+# parts) or a ``ScriptedLlm`` of its own, takes tools that record their bodies from
+# ``scenario_tools(probe)``, or runs a named scenario with ``run_scenario(name,
+# plugins)``; a ``Probe`` says which tool bodies still run (``pending()``) and how each
+# ended (``records``), never asking the plugin.

@@ -9,17 +9,31 @@
 A record enters OPEN in ``_enter`` and leaves it exactly once, in ``_leave``: it
 ends (``_end``) or is orphaned (``_orphan``), never both, never twice. The counts
 behind ``started`` and ``active`` and the open total change only in those two. A
-run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, found
-through a context variable its tool tasks inherit (two runs can share an
-invocation id), and it ends only in ``_end_run``, with each trigger's rule in
-``adk_compat.kinds_ended_by``. Knows ADK only through ``adk_compat`` (what its
-signals mean): the plugin turns ADK's callbacks into these verbs.
+run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, and it ends
+only in ``_end_run``, which applies each trigger's rule as adk_compat states it
+(``kinds_ended_by``, with ``caller_cut_run`` and ``span_end_cut_run`` beside it).
 
-The SDK span of a task is made when its end (or orphan report) is known, from the
-start time and parent context kept in its record. Span processors see its
-``on_start`` then, not at creation: a stuck task is visible from the moment it is
-reported orphaned (its run's end), which is when it becomes a finding; until then
-a task costs no span object and no garbage that outlives a loop turn.
+Beside it, one concern a module and each looking only down, is what changes no
+state: a task's span and the sampler (task_spans.py), the run index and the context
+variable that finds a run (runindex.py), the run's done-callback on the task that
+drives it (drivers.py), the binding of a call to its pool thread (threadwork.py),
+and the process-wide registry with its exit sweep (registry.py). The reporters
+(orphans.py, calls.py, strict.py) tell what happened and never call back: strict.py
+returns the tasks left running (``strict.left_running``) for the tracker to adopt.
+The records and threadwork.py hand a record back through a small protocol the
+tracker implements (``records.RecordOwner``, ``threadwork.WorkOwner``).
+
+A tool call's way in: the plugin's ``before_tool_callback`` turns ADK's objects into
+the tracker's values in one pass (adk_compat reads them: the call id, the tool's
+``ToolIdentity`` and series, worked out once per tool), then calls one verb,
+``tool_started``; the tracker finds the call's run (runindex), makes its record
+(records), enters it and makes the record its task's done-callback (and, for the
+run's first open task, the run its driver's: drivers). Plugin, adk_compat, plugin,
+tracker, runindex, tracker, records, tracker, drivers: each step down but the
+returns of the lookups. The tracker never goes back to ADK's objects: what it asks
+adk_compat is a rule on its own values (a kind, a trigger). Only a call whose run
+it never saw start (a plugin added mid-run) takes a second turn: ``RunUnknown``,
+then ``run_started`` and ``tool_started`` again.
 """
 
 from __future__ import annotations
@@ -28,40 +42,39 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import sys
 import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
 from . import adk_compat as compat
-from . import observe, strict
+from . import drivers, observe, registry, strict, threadwork
 from . import semconv as sc
 from . import spans as run_spans
 from .calls import report_unanswered, unanswered_calls
-from .metrics import NAME_CHARS, Metrics, Series
+from .metrics import Metrics, Series
 from .orphans import error_type, report_open_spans, report_orphan
 from .records import (
     ENDED,
     OPEN,
     ORPHANED,
     OpenTask,
-    RunHolder,
     RunRecord,
+    RunStart,
     TaskRecord,
     TaskSeen,
     ToolIdentity,
     TrackerState,
 )
+from .runindex import RunIndex
 from .stacks import thread_stack
-from .version import __version__
+from .task_spans import TaskSpans, read_run_start
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
@@ -69,16 +82,11 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 #: the event loop walking every one (each orphan is still reported).
 STACKS_PER_SWEEP = 100
 _FAILURES_LOGGED = 10
-_DROPS_UNSAMPLED_CHILD = "localParentNotSampled:AlwaysOffSampler"
 #: At most this long after ADK's run span ended with a cancellation unwinding in the
 #: run's driving task, the run ends even if that task goes on (docs/telemetry.md).
 UNWIND_GRACE_S = 1.0
-#: Spawned tasks kept per run (strict mode) before finished ones are pruned.
-_PRUNE_SPAWNED_AT = 64
-#: Triggers that mean the caller stopped the run before it finished (the reason of
-#: an unanswered call whose own task explains nothing).
-_CALLER_ENDS = frozenset({sc.EndTrigger.RUN_TASK_DONE, sc.EndTrigger.RUN_SPAN_END,
-                          sc.EndTrigger.LIVE_TEARDOWN, sc.EndTrigger.PLUGIN_CLOSE})
+class RunUnknown(LookupError):
+    """A tool call of a run the tracker never saw start (``Tracker.tool_started``)."""
 
 
 @dataclass(frozen=True)
@@ -94,26 +102,17 @@ class Tracker:
     def __init__(self, tracer_provider: trace.TracerProvider | None = None,
                  meter_provider: Any = None, options: Options | None = None) -> None:
         self.options = options or Options()
-        self._tracer_provider = tracer_provider
-        self.tracer = trace.get_tracer(sc.SCOPE_NAME, __version__, tracer_provider=tracer_provider,
-                                       schema_url=sc.SCHEMA_URL)
+        self.spans = TaskSpans(tracer_provider)
         self.metrics = Metrics(meter_provider)
-        # Invocation id -> its newest run; older runs of the same id still going hang
-        # off it (``RunRecord.older``). Read only when the context variable cannot say.
-        self._runs: dict[str, RunRecord] = {}
+        self._runs = RunIndex(f"adk_task_telemetry_run_{id(self):x}")
         #: Runs started inside a tool task of ours and not ended (AgentTool runs): few.
         self._nested: set[RunRecord] = set()
         self._orphans: set[TaskRecord] = set()  # ORPHANED records: their tasks still run
         self._open = 0  # OPEN records (what max_open_tasks bounds)
         self._overflowed = 0
         self._stacks_left = STACKS_PER_SWEEP
-        self._drops_unsampled: bool | None = None  # known once the SDK provider is
         #: Failures inside the plugin and the tracker (swallowed, logged), counted once.
         self.failures = 0
-        # The run of the code running now: set in before_run, inherited by the run's
-        # tool tasks (they copy the context when ADK creates them).
-        self._run_var: contextvars.ContextVar[RunHolder | None] = contextvars.ContextVar(
-            f"adk_task_telemetry_run_{id(self):x}", default=None)
         # The record of the tool task running now, set in each tool task of its own:
         # its after_tool/on_tool_error find it here; a run started here is a nested one
         # (an AgentTool's), a close here a nested runner's; tasks created here inherit
@@ -121,16 +120,12 @@ class Tracker:
         self._task_var: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
             f"adk_task_telemetry_task_{id(self):x}", default=None)
         self._owner_gone_cb = self._owner_gone
-        _TRACKERS.add(self)
+        registry.add(self)
 
     # --- views ----------------------------------------------------------------------
 
     def all_runs(self) -> Iterator[RunRecord]:
-        for head in list(self._runs.values()):
-            run: RunRecord | None = head
-            while run is not None:
-                yield run
-                run = run.older
+        return iter(self._runs)
 
     def open_tasks(self) -> list[OpenTask]:
         now = time.time_ns()
@@ -163,37 +158,22 @@ class Tracker:
 
     # --- runs -----------------------------------------------------------------------
 
-    def run_started(self, invocation_id: str, app_name: str, conversation_id: str | None,
-                    owner: Any, span: Span | None, task: asyncio.Task[Any] | None) -> RunRecord:
+    def run_started(self, start: RunStart) -> RunRecord:
         """before_run: a new run, the one this context and its tool tasks belong to."""
-        run = self._new_run(invocation_id, app_name, conversation_id, owner)
-        is_run = compat.is_adk_task(task)
-        here = otel_context.get_current()
-        run.quiet = run_spans.suppressed(here)
-        run.context_attrs = run_spans.context_attributes(here)
-        if span is not None:
-            ctx = span.get_span_context()
-            if ctx.is_valid:
-                run.trace_id = ctx.trace_id
-                if span.is_recording() and not run.quiet:
-                    # Our events go on ADK's own run span only: another
-                    # instrumentation's (OpenInference's proxy) is only read.
-                    run.span = span if run_spans.is_adk_span(span) else NonRecordingSpan(ctx)
-                # ADK's own run task ends with the run: that signal is exact. Else the
-                # run span's end, sampled or not (a valid context: a span of its own).
-                if not is_run:
-                    run.span_watched = run_spans.watch_end(span, run, self.run_span_ended)
-        self._drive(run, task, is_run)
+        run = self._new_run(start)
+        span = start.span
+        if read_run_start(run, span) and not start.task_is_run:
+            # ADK's own run task ends with the run: that signal is exact. Else the
+            # run span's end, sampled or not (a valid context: a span of its own).
+            run.span_watched = run_spans.watch_end(span, run, self.run_span_ended)
+        drivers.drive(run, start.task, start.task_is_run)
         if self.options.track_spawned_tasks:
-            strict.install_on_running_loop(self)
+            strict.install_on_running_loop(self, self._task_var)
         return run
 
-    def _new_run(self, invocation_id: str, app_name: str, conversation_id: str | None,
-                 owner: Any) -> RunRecord:
-        run = RunRecord(self, invocation_id, app_name, conversation_id)
-        above = self._live_holder(self._run_var.get())
-        run.holder = RunHolder(run, above)
-        self._run_var.set(run.holder)
+    def _new_run(self, start: RunStart) -> RunRecord:
+        run = RunRecord(self, start.invocation_id, start.app_name, start.conversation_id)
+        self._runs.add(run)
         # A run started inside a tool task of ours (an AgentTool's sub-agent): its
         # session is thrown away with it; the AgentTool's own call is the one the
         # user's session keeps. Not ledgered.
@@ -201,34 +181,17 @@ class Tracker:
         run.nested = run.parent_task is not None
         if run.nested:
             self._nested.add(run)
-        run.older = self._runs.get(invocation_id)
-        self._runs[invocation_id] = run
-        if owner is not None:
+        if start.owner is not None:
             # Also the backstop for runs that end with no signal at all (a run_async
-            # that fails on ADK 1.x without an SDK provider): dropped when ADK lets
-            # go of the invocation context.
+            # that fails where ADK calls no plugin hook and no run span is watched):
+            # dropped when ADK lets go of the invocation context.
             with contextlib.suppress(TypeError):
-                run.owner_ref = weakref.ref(owner, self._owner_gone_cb)
+                run.owner_ref = weakref.ref(start.owner, self._owner_gone_cb)
         return run
-
-    def _inside_tool_task(self) -> bool:
-        return self.current() is not None
-
-    @staticmethod
-    def _live_holder(holder: RunHolder | None) -> RunHolder | None:
-        while holder is not None and holder.run is None:
-            holder = holder.parent
-        return holder
 
     def run_of(self, invocation_id: str) -> RunRecord | None:
         """The run of invocation ``invocation_id`` that the calling code belongs to."""
-        holder = self._run_var.get()
-        while holder is not None:
-            run = holder.run
-            if run is not None and run.invocation_id == invocation_id:
-                return run
-            holder = holder.parent
-        return self._runs.get(invocation_id)
+        return self._runs.of(invocation_id)
 
     def run_step(self, run: RunRecord, task: asyncio.Task[Any] | None) -> None:
         """The run's reader is ``task`` now (it just got an event).
@@ -238,9 +201,8 @@ class Tracker:
         task reading it, not in the one that started it.
         """
         if not run.driver_is_run and task is not run.driver:
-            self._drive(run, task, False)
-        if self._run_var.get() is not run.holder and run.holder is not None:
-            self._run_var.set(run.holder)  # tool tasks of this step find their run
+            drivers.drive(run, task, False)
+        self._runs.enter(run)  # tool tasks of this step find their run
 
     def calls_seen(self, run: RunRecord, calls: list[str], answered: list[str]) -> None:
         """An event of the run made these function calls and carried these responses
@@ -260,27 +222,6 @@ class Tracker:
                     else:
                         del pending[call_id]
 
-    def _drive(self, run: RunRecord, task: asyncio.Task[Any] | None, is_run: bool) -> None:
-        run.driver_ref = weakref.ref(task) if task is not None else None
-        run.driver_is_run = is_run
-        if run.tasks or is_run:
-            self._watch(run)
-
-    def _watch(self, run: RunRecord) -> None:
-        """Keeps the run as done-callback of its current driver: ADK's own run task for
-        the run's whole life (it ends with the run), a caller's task only while the run
-        has open tasks (it may serve thousands of runs)."""
-        watched = run.watched_ref() if run.watched_ref is not None else None
-        task = run.driver if (run.tasks or run.driver_is_run) and not run.ended else None
-        if watched is task:
-            return
-        if watched is not None:
-            watched.remove_done_callback(run)
-        run.watched_ref = None
-        if task is not None and not task.done():
-            task.add_done_callback(run)
-            run.watched_ref = weakref.ref(task)
-
     def driver_done(self, run: RunRecord, task: asyncio.Task[Any]) -> None:
         try:
             if run.watched_ref is not None and run.watched_ref() is task:
@@ -293,19 +234,21 @@ class Tracker:
 
     def run_span_ended(self, run: RunRecord, error: BaseException | None) -> None:
         """ADK's own run span ended (spans.watch_end), with ``error`` passing through
-        it: the run is over; the caller cut it unless the run raised.
+        it: the run is over; whether the caller cut it is adk_compat's rule
+        (``span_end_cut_run``).
 
         Where a cancellation passes through it, in the task driving the run, while a
-        task of the run has not finished (ADK 1.x: a step's ``gather`` returns at its
-        first cancelled child, the others still unwinding), the run is over when that
-        driving task is: its caller sees the run end then. The run ends (trigger
-        ``run_span_end``) at the driving task's end, or after ``UNWIND_GRACE_S`` if the
-        task goes on (a caller that swallowed the cancellation)."""
+        task of the run has not finished (``compat.cancellation_unwinds_step``: a
+        step's ``gather`` may return at its first cancelled child, the others still
+        unwinding), the run is over when that driving task is: its caller sees the
+        run end then. The run ends (trigger ``run_span_end``) at the driving task's
+        end, or after ``UNWIND_GRACE_S`` if the task goes on (a caller that
+        swallowed the cancellation)."""
         try:
             run.span_watched = None
             if run.ended:
                 return
-            run.cut_by_caller = not isinstance(error, Exception)
+            run.cut_by_caller = compat.span_end_cut_run(error)
             if compat.cancellation_unwinds_step(error) and self._end_when_unwound(
                     run, sc.EndTrigger.RUN_SPAN_END):
                 return
@@ -315,24 +258,23 @@ class Tracker:
 
     def _end_when_unwound(self, run: RunRecord, trigger: str) -> bool:
         """The run's end was signalled in the task driving it while a cancellation
-        unwinds that task and a tool task of the run has not finished yet (ADK 1.x's
-        step ``gather`` returns at its first cancelled child; some 2.x releases call
-        after_run from the same unwinding, seen on 2.5 and 2.9): the run ends, with
-        ``trigger``, when this task is done (its caller sees the run end then), or after
-        ``UNWIND_GRACE_S``.
+        unwinds that task and a tool task of the run has not finished yet
+        (``compat.cancellation_unwinds_step``; some releases also call after_run from
+        that same unwinding): the run ends, with ``trigger``, when this task is done
+        (its caller sees the run end then), or after ``UNWIND_GRACE_S``.
         False where that does not apply: end the run now."""
-        here = _current_task()
+        here = drivers.current_task()
         if here is None or not any(r.task is not None and not r.task.done()
                                    for r in run.tasks.values()):
             return False
         # The end comes in the run's generator: this task drives the run now (a
         # wait_for around each event reads it in a task not seen yet).
         if here is not run.driver:
-            self._drive(run, here, run.driver_is_run)
+            drivers.drive(run, here, run.driver_is_run)
         run.end_due_trigger = trigger
         run.span_end_due = here.get_loop().call_later(UNWIND_GRACE_S, self._span_end_due,
                                                       run)
-        self._watch(run)  # its done-callback ends the run
+        drivers.watch(run)  # its done-callback ends the run
         return True
 
     def _span_end_due(self, run: RunRecord) -> None:
@@ -342,27 +284,28 @@ class Tracker:
         except Exception:
             self.failed("run-span end")
 
-    def run_ended(self, run: RunRecord, trigger: str, cut_by_caller: bool = False) -> None:
+    def run_ended(self, run: RunRecord, trigger: str, cut_by_caller: bool = False, *,
+                  unwinding: bool = False) -> None:
         """ADK said the run ended (after_run, run_error, live teardown);
-        ``cut_by_caller``: because its caller closed it (2.x calls after_run then)."""
+        ``cut_by_caller``: because its caller closed it (``compat.caller_closed_run``);
+        ``unwinding``: a cancellation is in flight in ADK's callback
+        (``compat.cancellation_unwinds_step``, read there by the plugin)."""
         if not run.ended:
             if cut_by_caller:
                 run.cut_by_caller = True
                 if run.span_end_due is not None:
                     return  # already waiting for the driving task to finish unwinding
-                # Read synchronously in ADK's callback: the exception in flight there.
-                if compat.cancellation_unwinds_step(sys.exc_info()[1]) and \
-                        self._end_when_unwound(run, trigger):
+                if unwinding and self._end_when_unwound(run, trigger):
                     return
             self._end_run(run, trigger)
 
     def closed(self) -> bool:
-        """The plugin is closed: ends the runs that are no longer running. A Runner's
-        close() does not stop runs in progress, and one plugin may serve many Runners.
-        Returns whether any run is still in progress."""
-        if self._inside_tool_task():
+        """The plugin is closed: ends the runs that are no longer running, as the
+        ``plugin_close`` rule says (``compat.kinds_ended_by``). Returns whether any
+        run is still in progress."""
+        if self.current() is not None:
             # Closed from inside one of our tool tasks: a nested AgentTool runner
-            # (ADK 1.x closes it when its run is over); the runs around it go on.
+            # (some releases close it when its run is over); the runs around it go on.
             return True
         busy = False
         for run in list(self.all_runs()):
@@ -399,15 +342,17 @@ class Tracker:
                 if kinds is None or record.kind in kinds:
                     self._settle(record, trigger)
             if kinds is not None and run.tasks:
-                self._watch(run)  # the rest goes on with the run (and maybe another driver)
+                drivers.watch(run)  # the rest goes on with the run (maybe another driver)
                 return
-            if trigger in _CALLER_ENDS and trigger != sc.EndTrigger.RUN_SPAN_END:
+            if compat.caller_cut_run(trigger):
                 run.cut_by_caller = True
-        self._forget(run)
+        self._runs.forget(run)
+        drivers.release(run)
         if trigger is not None:
             if run.spawned:
                 spawned, run.spawned = run.spawned, []
-                strict.end_spawned(self, spawned, trigger)
+                for task, parent, spawned_ns in strict.left_running(spawned):
+                    self.adopt_spawned(parent, task, spawned_ns, trigger)
             if run.calls and not run.nested:
                 self._unanswered(run, trigger)
             report_open_spans(run, trigger)
@@ -422,33 +367,12 @@ class Tracker:
         run.parent_task = None
         self._nested.discard(run)
 
-    def _forget(self, run: RunRecord) -> None:
-        """Takes an ending run out of every index and watch."""
-        head = self._runs.get(run.invocation_id)
-        if head is run:
-            if run.older is not None:
-                self._runs[run.invocation_id] = run.older
-            else:
-                del self._runs[run.invocation_id]
-        else:
-            while head is not None and head.older is not run:
-                head = head.older
-            if head is not None:
-                head.older = run.older
-        run.older = None
-        if run.holder is not None:
-            run.holder.run = None
-            run.holder = None  # run.ended from now on
-        self._watch(run)  # detaches from the driver
-        run.driver_ref = None
-
     def _unanswered(self, run: RunRecord, trigger: str) -> None:
         """The call ledger, at the end of a run that left calls without a response."""
         try:
             found = unanswered_calls(run, trigger)
             if found:
-                report_unanswered(run, found, _NO_SPANS if run.quiet else self.tracer,
-                                  self.metrics)
+                report_unanswered(run, found, self.spans.tracer_for(run), self.metrics)
                 if observe.observers:
                     for call, _author in found:
                         self._tell(call)
@@ -459,7 +383,7 @@ class Tracker:
     def _settle(self, record: TaskRecord, trigger: str) -> None:
         """At its run's end: a task that has ended is ended, one still running is orphaned."""
         task = record.task
-        if _working(record):  # its thread still runs the callable: nothing stops that
+        if threadwork.working(record):  # its thread still runs the callable: nothing stops it
             if task is not None and task.done():
                 self._waits_for_work(record, task)
             self._orphan(record, trigger, task)
@@ -477,15 +401,27 @@ class Tracker:
 
     # --- tasks ----------------------------------------------------------------------
 
-    def opened(self, run: RunRecord, identity: ToolIdentity, series: Series, call_id: str,
-               task: asyncio.Task[Any] | None, extra: dict[str, str] | None = None
-               ) -> TaskRecord | None:
-        """A tool task was created. None when not tracked (max_open_tasks).
+    def tool_started(self, invocation_id: str, call_id: str, identity: ToolIdentity,
+                     series: Series, task: asyncio.Task[Any] | None,
+                     extra: dict[str, str] | None = None, stops: str | None = None
+                     ) -> TaskRecord | None:
+        """before_tool_callback: a tool task was created, running in ``task`` (its end is
+        the call's end; None: a call that runs in its run's own task, which its
+        callbacks end); ``extra``: its captured arguments (opt-in); ``stops``: the tool
+        a ``stop_streaming`` call asks to stop. Its run is the one this context belongs
+        to, else the newest of its invocation id; ``RunUnknown`` where there is none
+        (no before_run seen: a plugin added mid-run), which ``run_started`` fixes.
+        None when not tracked (max_open_tasks).
 
         ``call_id`` is kept whole, however long: it is the join key between the span,
         the session's function call and response, and the call ledger, so every record
         of the call carries the same string (the one ADK holds: no copy is made, and
         records are bounded by ``max_open_tasks``)."""
+        run = self._runs.of(invocation_id)
+        if run is None:
+            raise RunUnknown(invocation_id)
+        if stops is not None:
+            self._stop_requested(run, stops)
         if self._open >= self.options.max_open_tasks:
             self._overflow(series)
             return None
@@ -505,7 +441,7 @@ class Tracker:
             record.task = task
             task.add_done_callback(record)
             if run.watched_ref is None:  # the run's first open task
-                self._watch(run)
+                drivers.watch(run)
         # else: a call that runs in its run's own task has no task of its own; its
         # callbacks end it.
         return record
@@ -565,15 +501,16 @@ class Tracker:
             self._end_returned(record)
 
     def raised(self, record: TaskRecord, error: BaseException) -> None:
-        """on_tool_error_callback: the tool raised. A later plugin may still answer
-        for it, so a record bound to its task waits for the task's end."""
-        if record.state != OPEN or not compat.is_tool_error(error):
+        """on_tool_error_callback: the tool raised ``error`` (a real error: the plugin
+        leaves out what ``compat.is_tool_error`` says is not one). A later plugin may
+        still answer for it, so a record bound to its task waits for the task's end."""
+        if record.state != OPEN:
             return
         record.error = error
         if record.task is None:
             self._end(record, sc.Outcome.ERROR, error)
 
-    def stop_requested(self, run: RunRecord, tool_name: str) -> None:
+    def _stop_requested(self, run: RunRecord, tool_name: str) -> None:
         """A live ``stop_streaming`` call asks to stop ``tool_name``: that is why its
         background task will be cancelled."""
         for record in run.tasks.values():
@@ -591,7 +528,7 @@ class Tracker:
                         self._end(record, sc.Outcome.OK)
                     else:
                         self._end_from_task(record, task)
-            elif record.state == ORPHANED and not _working(record):
+            elif record.state == ORPHANED and not threadwork.working(record):
                 self._orphan_ended(record, task)
         except Exception:
             self.failed("tool-task end")
@@ -621,45 +558,19 @@ class Tracker:
     # --- thread work (a synchronous callable on ADK's tool thread pool) ----------------
 
     def bind_thread_work(self, record: TaskRecord, work: Future[Any]) -> None:
-        """The call's synchronous callable runs in a pool thread as ``work``.
+        """The call's synchronous callable runs in a pool thread as ``work``
+        (threadwork.bind: only a submission from the call's own task).
 
-        Called on the loop's thread, from the call's own task, right after ADK
-        submitted the callable. From then on the record ends only once both its task
-        and ``work`` are done: a thread cannot be cancelled, so a call whose task is
-        cancelled while its callable runs stays open (the ``cancelled`` event is added
-        at that moment) and is orphaned if its run ends first, with the thread's stack.
+        From then on the record ends only once both its task and ``work`` are done:
+        a thread cannot be cancelled, so a call whose task is cancelled while its
+        callable runs stays open (the ``cancelled`` event is added at that moment) and
+        is orphaned if its run ends first, with the thread's stack.
         """
-        if record.state != OPEN:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-            task = asyncio.current_task()
-        except RuntimeError:  # a pool thread (a nested call): not the call's own task
-            return
-        if task is None or task is not (record.task or record.run.driver):
-            return
-        record.work = work
-        work.add_done_callback(partial(self._work_done_in_thread, record, loop))
+        if record.state == OPEN:
+            threadwork.bind(self, record, work)
 
-    def _work_done_in_thread(self, record: TaskRecord, loop: asyncio.AbstractEventLoop,
-                             work: Future[Any]) -> None:
-        """``work``'s done-callback, on the pool thread: handed to the loop only when
-        the record waits for it. While its task still awaits the result, the record
-        lets go of the work and the task's own end comes next, as for any call. (The
-        loop learns of the result only after this callback: ADK's wrapper of the
-        future registered its own callback later, so nothing on the loop touches
-        ``record.work`` meanwhile.)"""
-        task = record.task
-        if record.state == OPEN and task is not None and not task.done():
-            if record.work is work:
-                record.work = None
-            return
-        try:
-            loop.call_soon_threadsafe(self._work_done, record, work)
-        except RuntimeError:  # its loop is closed (asyncio.run returned): ends here
-            self._work_done(record, work)
-
-    def _work_done(self, record: TaskRecord, work: Future[Any]) -> None:
+    def work_done(self, record: TaskRecord, work: Future[Any]) -> None:
+        """``work`` finished and its record waited for it (on the loop's thread)."""
         try:
             task = record.task
             if record.work is not work or (task is not None and not task.done()):
@@ -675,7 +586,7 @@ class Tracker:
         """``task`` has ended: whether its thread work still runs (the record waits).
         A cancelled task's ``cancelled`` event is told now, when it happened (the span
         is made for it now)."""
-        if not _working(record):
+        if not threadwork.working(record):
             return False
         if not record.waiting_for_work:
             record.waiting_for_work = True
@@ -684,8 +595,8 @@ class Tracker:
                     record.kind, record.run.sibling_failed)
                 if cause == sc.CancelCause.CALLER_CANCELLED:
                     record.run.cut_by_caller = True
-                self.span_of(record).add_event(sc.EVENT_CANCELLED,
-                                               {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+                self.spans.span_of(record).add_event(sc.EVENT_CANCELLED,
+                                                     {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
         return True
 
     # --- the transitions --------------------------------------------------------------
@@ -701,7 +612,7 @@ class Tracker:
         record.series.open -= 1
         self._open -= 1
         if not run.tasks:
-            self._watch(run)
+            drivers.watch(run)
         return True
 
     def _end(self, record: TaskRecord, outcome: str, error: BaseException | None = None,
@@ -724,14 +635,14 @@ class Tracker:
         elif self_cancelled:
             unhappy = sc.UnansweredReason.ERROR  # its tool raised; nothing answered
             if compat.marks_sibling_failure(record.kind):
-                run.sibling_failed = True  # ADK 2.x cancels the rest of the step
+                run.sibling_failed = True  # ADK cancels the rest of the step
         elif outcome == sc.Outcome.CANCELLED:
             cause = record.cancel_cause or compat.cancel_cause(record.kind, run.sibling_failed)
             if cause == sc.CancelCause.CALLER_CANCELLED:
-                run.cut_by_caller = True  # whatever signal ends the run (2.5 calls after_run)
+                run.cut_by_caller = True  # whatever signal ends the run (after_run may)
         if etype is not None or cause is not None or unhappy is not None:
             _note_unhappy(run, record.call_id, cause or unhappy or sc.UnansweredReason.ERROR)
-        span = self.span_of(record, outcome, etype)
+        span = self.spans.span_of(record, outcome, etype)
         if error is not None or cause is not None or self_cancelled:
             if error is not None:
                 span.record_exception(error)
@@ -749,77 +660,18 @@ class Tracker:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
 
-    def span_of(self, record: TaskRecord, outcome: str | None = None,
-                etype: str | None = None) -> Span:
-        """The record's span, made now with its start time, parent and attributes
-        (``outcome`` and ``error.type`` among them, when known) if not made yet."""
-        span = record.span
-        if span is not None:
-            if outcome is not None:
-                span.set_attribute(sc.ADK_TOOL_TASK_OUTCOME, outcome)
-                if etype is not None:
-                    span.set_attribute(sc.ERROR_TYPE, etype)
-            return span
-        parent_ctx = trace.get_current_span(record.parent).get_span_context()
-        run = record.run
-        if run.quiet or (parent_ctx.is_valid and not parent_ctx.trace_flags.sampled
-                         and self._drops()):
-            # Suppressed instrumentation, or a sampler that drops a child of an
-            # unsampled parent: no span, no attribute work (the context is the parent's).
-            span = NonRecordingSpan(parent_ctx)
-        else:
-            identity = record.identity
-            attrs: dict[str, Any] = {**record.series.span_attrs,
-                                     sc.GEN_AI_TOOL_CALL_ID: record.call_id,
-                                     sc.ADK_INVOCATION_ID: run.invocation_id}
-            if run.context_attrs:
-                attrs.update(run.context_attrs)
-            if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
-                attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
-            if run.conversation_id:
-                attrs[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
-            if record.extra:
-                attrs.update(record.extra)
-            if outcome is not None:
-                attrs[sc.ADK_TOOL_TASK_OUTCOME] = outcome
-                if etype is not None:
-                    attrs[sc.ERROR_TYPE] = etype
-            span = self.tracer.start_span(
-                sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
-                kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)
-        record.span = span
-        return span
-
-    def _drops(self) -> bool:
-        """Whether our sampler drops every child of an unsampled local parent (the
-        SDK's ParentBased default; ALWAYS_OFF): read from its public description."""
-        drops = self._drops_unsampled
-        if drops is None:
-            provider = self._tracer_provider or trace.get_tracer_provider()
-            sampler = getattr(provider, "sampler", None)
-            if sampler is None:
-                return False  # a proxy until an SDK provider is installed: ask again
-            try:
-                desc = str(sampler.get_description())
-            except Exception:
-                desc = ""
-            drops = desc == "AlwaysOffSampler" or (desc.startswith("ParentBased{") and
-                                                   _DROPS_UNSAMPLED_CHILD in desc)
-            self._drops_unsampled = drops
-        return drops
-
     def _orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
         """OPEN -> ORPHANED: its run ended while ``task`` still runs."""
         if not self._leave(record, ORPHANED):
             return
         now = time.time_ns()
         record.orphaned_ns = now
-        span = self.span_of(record, sc.Outcome.ORPHANED)
+        span = self.spans.span_of(record, sc.Outcome.ORPHANED)
         with_stack = self._stacks_left > 0 and (span.is_recording() or bool(observe.observers))
         self._stacks_left -= with_stack
         run = record.run
         _note_unhappy(run, record.call_id, sc.UnansweredReason.ORPHANED)
-        work = record.work if _working(record) else None
+        work = record.work if threadwork.working(record) else None
         stack = report_orphan(record, span, trigger, (now - record.start_ns) / 1e9, task,
                               self.metrics, with_stack=with_stack,
                               cancel=self.options.cancel_orphans,
@@ -840,18 +692,11 @@ class Tracker:
         for run in [r for r in self._nested if r.parent_task is record and not r.ended]:
             self._end_run(run, trigger)
 
-    def note_spawned(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
-        """Strict mode: ``task`` was created inside ``record``'s tool task."""
-        spawned = record.run.spawned
-        if len(spawned) >= _PRUNE_SPAWNED_AT:
-            spawned[:] = [s for s in spawned if not s[0].done()]
-        spawned.append((task, record, time.time_ns()))
-
     def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
                       trigger: str) -> None:
         """Strict mode: a task a tool body spawned is reported as an orphan of its call,
         on a span of its own under the call's span."""
-        parent_span = self.span_of(parent)  # made early: the spawned span's parent
+        parent_span = self.spans.span_of(parent)  # made early: the spawned span's parent
         run = parent.run
         record = TaskRecord(run, parent.identity, parent.series, parent.call_id,
                             f"{parent.key}/spawned-{id(task):x}",
@@ -864,7 +709,7 @@ class Tracker:
         """Keeps the orphan until ``task`` ends (its done-callback is the record), and
         its thread work if it has any."""
         if task is None or task.done():
-            if not _working(record):
+            if not threadwork.working(record):
                 self._orphan_ended(record, task)
                 return
         elif record.task is not task:
@@ -882,7 +727,7 @@ class Tracker:
         self._orphans.discard(record)
         work, record.work = record.work, None
         if work is not None and (task is None or task.cancelled()):
-            outcome = _outcome_of(work)  # what the thread, which outlived it, did
+            outcome = threadwork.outcome_of(work)  # what the thread, which outlived it, did
         elif task is None or task.cancelled():
             outcome = sc.Outcome.CANCELLED
         elif task.exception() is not None:
@@ -895,13 +740,6 @@ class Tracker:
         if task is not None:
             task.remove_done_callback(record)
         _shed(record)
-
-
-def _current_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:  # no running loop in this thread
-        return None
 
 
 def _shed(record: TaskRecord, keep_span: bool = False) -> None:
@@ -926,18 +764,6 @@ def _cancelled_itself(task: asyncio.Task[Any]) -> bool:
     return cancelling is not None and cancelling() == 0
 
 
-def _working(record: TaskRecord) -> bool:
-    """The record's thread work is still queued or running."""
-    work = record.work
-    return work is not None and not work.done()
-
-
-def _outcome_of(work: Future[Any]) -> str:
-    if work.cancelled():
-        return sc.Outcome.CANCELLED
-    return sc.Outcome.ERROR if work.exception() is not None else sc.Outcome.OK
-
-
 def _free_key(run: RunRecord, call_id: str) -> str:
     n = 2
     while f"{call_id}#{n}" in run.tasks:
@@ -952,29 +778,3 @@ def _note_unhappy(run: RunRecord, call_id: str, reason: str) -> None:
     if run.unhappy is None:
         run.unhappy = {}
     run.unhappy[call_id] = reason
-
-
-_TRACKERS: weakref.WeakSet[Tracker] = weakref.WeakSet()
-#: The tracer of a run started under suppress_instrumentation(): makes no span.
-_NO_SPANS = trace.NoOpTracer()
-
-
-def shutdown_all() -> int:
-    """Ends every run of every tracker with the ``shutdown`` trigger (process exit)."""
-    total = 0
-    for tracker in list(_TRACKERS):
-        with contextlib.suppress(Exception):
-            total += tracker.shutdown()
-    return total
-
-
-def trackers() -> list[Tracker]:
-    return list(_TRACKERS)
-
-
-def register_shutdown() -> None:
-    """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
-    from .exit import add_exit_sweep, install
-
-    add_exit_sweep(shutdown_all)
-    install()

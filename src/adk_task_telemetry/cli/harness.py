@@ -79,7 +79,7 @@ def versions() -> dict[str, str]:
 def this_install() -> Install:
     """The install the scenarios run on, as the views need it."""
     return Install(versions(), bool(compat.HAS_BACKGROUND_TOOL_REGISTRY),
-                   len(compat.decided_without_source()))
+                   len(compat.decided_without_source()), compat.ISSUE_7058_FIXED_IN)
 
 
 class Tee(SpanProcessorBase):

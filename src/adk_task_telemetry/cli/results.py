@@ -144,6 +144,8 @@ class Install:
     versions: Mapping[str, str]
     adk_issue_7058_fixed: bool
     probes_without_source: int = 0
+    #: The google-adk release that fixed ADK issue 7058 (``adk_compat.ISSUE_7058_FIXED_IN``).
+    issue_7058_fixed_in: str = ""
 
     @property
     def adk_version(self) -> str:

@@ -288,7 +288,8 @@ def demo_summary(results: Sequence[Result], style: Style, install: Install) -> s
                " run")
         adk_leak = any(r.orphaned and r.in_corpus for r in results)
         if adk_leak and not install.adk_issue_7058_fixed:
-            msg += f": google-adk {install.adk_version} has ADK issue 7058, fixed in 2.13.0"
+            msg += (f": google-adk {install.adk_version} has ADK issue 7058, fixed in "
+                    f"{install.issue_7058_fixed_in}")
         out.append(style.paint(sc.Outcome.ORPHANED, msg))
     else:
         out.append(style.paint("clean", "no orphaned tool tasks"))

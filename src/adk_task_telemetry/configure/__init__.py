@@ -101,13 +101,14 @@ def active() -> TelemetryHandle | None:
 
 
 def replace_active(handle: TelemetryHandle | None) -> TelemetryHandle | None:
-    """Makes ``handle`` the one configure_telemetry() keeps (None: the next call
-    configures afresh) and returns the one it kept before. Nothing is installed or shut
-    down: for ``adk_task_telemetry.testing.unconfigured()``, which puts it back."""
+    """Makes ``handle`` the one configure_telemetry() returns next (None: the next call
+    sets up afresh) and returns the one it replaced. For tests, through
+    ``adk_task_telemetry.testing.configure_afresh``: an application has no use for it
+    (OpenTelemetry lets a global provider be set only once per process)."""
     global _active
     with _lock:
-        before, _active = _active, handle
-    return before
+        previous, _active = _active, handle
+    return previous
 
 
 def detached(*, endpoint: str, protocol: str, timeout: float | None = None,

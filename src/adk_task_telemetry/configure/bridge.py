@@ -14,8 +14,6 @@ from opentelemetry.sdk._logs import LoggingHandler
 
 from .. import semconv as sc
 
-_EXPORT_LOGGER = sc.EXPORT_LOGGER_NAME
-
 
 def bridge_logger(provider: Any) -> logging.Handler | None:
     """Adds the SDK's LoggingHandler to our logger, unless a bridge already sees it."""
@@ -28,11 +26,11 @@ def bridge_logger(provider: Any) -> logging.Handler | None:
     with warnings.catch_warnings():  # deprecated in favour of a contrib package; still works
         warnings.simplefilter("ignore", DeprecationWarning)
         handler = LoggingHandler(level=logging.WARNING, logger_provider=provider)
-    handler.addFilter(lambda r: not r.name.startswith(_EXPORT_LOGGER))
+    handler.addFilter(lambda r: not r.name.startswith(sc.EXPORT_LOGGER_NAME))
     ours.addHandler(handler)
     # With a handler on our logger, Python's last-resort stderr output no longer
     # applies to it: without one on the root logger, our export warnings would vanish.
-    export_logger = logging.getLogger(_EXPORT_LOGGER)
+    export_logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
     if not any(isinstance(h, _LastResort) for h in export_logger.handlers):
         export_logger.addHandler(_LastResort())
     return handler

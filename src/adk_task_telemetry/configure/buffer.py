@@ -2,8 +2,12 @@
 
 The SDK's batch processors hand each batch to our exporter, which puts it here and
 returns at once; the signal's sender thread takes it out in order. Bounded by items
-and by bytes (an estimate of the OTLP encoding, cheap enough for the SDK's worker
-thread): past either bound the OLDEST items are dropped and counted. Oldest, because
+and by bytes (an estimate of the OTLP encoding): past either bound the OLDEST items are
+dropped and counted. A batch that finds the buffer empty and nothing in flight is sent
+next as it is, so it is measured only if it comes to wait (more arrives before it is
+taken, or its export fails and it is put back): measuring costs the SDK's worker
+thread about a tenth of what encoding the span costs, for a bound that matters only
+once items wait (benchmarks/bench_export.py). Oldest, because
 when the endpoint answers again the telemetry it gets is then contiguous up to the
 present (dashboards, alerts and the traces of what is going on now are whole) and the
 gap lies at a known place in the past, named in the recovery log line; it is also what
@@ -26,14 +30,16 @@ BUFFER_FULL = sc.ExportDropReason.BUFFER_FULL
 
 class Buffer:
     """Items waiting to be sent, oldest first; at most one batch is out (in flight),
-    on top of the bounds."""
+    on top of the bounds. A size of None is an item not measured yet (only the batch
+    put into an empty buffer, at the front, or that batch in flight)."""
 
     def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int]) -> None:
         self.bounds = bounds
         self._size_of = size_of
-        self._items: deque[tuple[Any, int]] = deque()
-        self._bytes = 0
-        self._out: list[tuple[Any, int]] = []  # the batch being sent
+        self._items: deque[tuple[Any, int | None]] = deque()
+        self._bytes = 0  # of the measured items waiting
+        self._unsized = 0  # items waiting not measured yet (all at the front)
+        self._out: list[tuple[Any, int | None]] = []  # the batch being sent
         self._out_bytes = 0
         self.cond = threading.Condition()
         self.closed = False  # no more input (the SDK shut its processor down)
@@ -43,21 +49,53 @@ class Buffer:
 
     def put(self, items: Iterable[Any]) -> int:
         """Adds items; returns how many (old ones) were dropped to stay in bounds."""
-        sized = [(item, self._size_of(item)) for item in items]
+        items = list(items)
+        # Measured outside the lock when they will wait; a batch that goes out next is
+        # not (decided again under the lock: a failed batch may have come back since).
+        sized = self._measure(items) if (self._items or self._out) else None
         with self.cond:
-            for pair in sized:
-                self._items.append(pair)
-                self._bytes += pair[1]
+            if sized is None and (self._items or self._out):
+                sized = self._measure(items)
+            if sized is None:
+                self._items.extend([(item, None) for item in items])
+                self._unsized += len(items)
+            else:
+                self._measure_waiting()  # the batch ahead now waits too
+                for pair in sized:
+                    self._items.append(pair)
+                    self._bytes += pair[1]
             dropped = self._trim()
             self.cond.notify_all()
         return dropped
+
+    def _measure(self, items: list[Any]) -> list[tuple[Any, int]]:
+        size_of = self._size_of
+        return [(item, size_of(item)) for item in items]
+
+    def _measure_waiting(self) -> None:
+        """Measures the unmeasured items at the front (``cond`` held)."""
+        if self._unsized:
+            front = self._measure([self._items.popleft()[0] for _ in range(self._unsized)])
+            self._items.extendleft(reversed(front))
+            self._bytes += sum(size for _, size in front)
+            self._unsized = 0
+
+    def _measure_out(self) -> None:
+        """Measures the batch in flight where it was not (``cond`` held)."""
+        if any(size is None for _, size in self._out):
+            self._out = [(item, self._size_of(item) if size is None else size)
+                         for item, size in self._out]
+            self._out_bytes = sum(size or 0 for _, size in self._out)
 
     def _trim(self) -> int:
         """Drops the oldest items until the bounds hold again (``cond`` held)."""
         dropped = 0
         while self._items and self._over():
             _, size = self._items.popleft()
-            self._bytes -= size
+            if size is None:
+                self._unsized -= 1
+            else:
+                self._bytes -= size
             dropped += 1
         if dropped:
             self.dropped[BUFFER_FULL] = self.dropped.get(BUFFER_FULL, 0) + dropped
@@ -73,17 +111,23 @@ class Buffer:
         assert not self._out, "one batch in flight at a time"
         while self._items and len(self._out) < limit:
             pair = self._items.popleft()
-            self._bytes -= pair[1]
+            if pair[1] is None:
+                self._unsized -= 1
+            else:
+                self._bytes -= pair[1]
+                self._out_bytes += pair[1]
             self._out.append(pair)
-            self._out_bytes += pair[1]
         return [item for item, _ in self._out]
 
     def done(self, sent: bool, reason: str = "") -> int:
         """The batch in flight was sent (or, with ``reason``, given up); else it goes
-        back to the front, oldest first, and the bounds apply again. Returns how many
-        items that put-back dropped."""
+        back to the front, oldest first, measured, and the bounds apply again. Returns
+        how many items that put-back dropped."""
         extra = 0
         with self.cond:
+            if not sent and not reason:
+                self._measure_out()
+                self._measure_waiting()
             out, self._out, self._out_bytes = self._out, [], 0
             if sent:
                 self.sent += len(out)
@@ -91,7 +135,7 @@ class Buffer:
                 self.dropped[reason] = self.dropped.get(reason, 0) + len(out)
             else:
                 self._items.extendleft(reversed(out))
-                self._bytes += sum(size for _, size in out)
+                self._bytes += sum(size or 0 for _, size in out)
                 extra = self._trim()
             self.last_change = time.monotonic()
             self.cond.notify_all()
@@ -103,14 +147,18 @@ class Buffer:
             n = len(self._items)
             self._items.clear()
             self._bytes = 0
+            self._unsized = 0
             if n:
                 self.dropped[reason] = self.dropped.get(reason, 0) + n
             self.cond.notify_all()
             return n
 
     def held(self) -> tuple[int, int]:
-        """(items, bytes) held now, the batch in flight included."""
+        """(items, bytes) held now, the batch in flight included (what was not
+        measured yet is measured here: a status is asked for rarely)."""
         with self.cond:
+            self._measure_waiting()
+            self._measure_out()
             return len(self._items) + len(self._out), self._bytes + self._out_bytes
 
     def waiting(self) -> int:

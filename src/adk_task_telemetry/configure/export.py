@@ -27,6 +27,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .. import otel_compat
 from .. import semconv as sc
 from . import outage
 from .buffer import Buffer, log_size, metrics_size, span_size
@@ -320,10 +321,10 @@ class LogExport(_HandOver, _LogExporterBase):  # type: ignore[misc]
 
 class MetricExport(_HandOver, MetricExporter):
     def __init__(self, sender: Sender) -> None:
-        inner = sender.inner
         # The reader reads these from its exporter; ours mirror the OTLP exporter's.
-        MetricExporter.__init__(self, preferred_temporality=inner._preferred_temporality,
-                                preferred_aggregation=inner._preferred_aggregation)
+        temporality, aggregation = otel_compat.exporter_preferences(sender.inner)
+        MetricExporter.__init__(self, preferred_temporality=temporality,
+                                preferred_aggregation=aggregation)
         _HandOver.__init__(self, sender)
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,

@@ -39,12 +39,14 @@ class TelemetryHandle:
     ``tracer_provider`` and ``logger_provider`` are the providers configure_telemetry()
     built: None for a signal whose provider the application or ADK had already
     installed (our processors were added to it), or when the SDK is disabled.
-    ``meter_provider`` is the MeterProvider that holds our readers whenever metrics are
-    exported: the global one we installed, or, beside an existing one that cannot take
-    readers, the same object as ``plugin_meter_provider``; None when we export no
-    metrics (off, or the existing provider exports them). ``actions`` says per signal
-    what was done
-    (``installed``, ``added_to_existing``, ``already_exported``,
+    ``meter_provider`` is the MeterProvider configure_telemetry() built: the global one
+    it installed where none was installed before (action ``installed``, with no reader
+    when no metrics export was asked), or, beside an existing one that cannot take
+    readers, a provider of ours that the plugin records into (``own_meter_provider``:
+    then ``plugin_meter_provider`` is the same object). None where it built none: the
+    existing provider exports metrics itself (``already_exported``), nothing of ours was
+    asked of metrics (``off``), or the SDK is disabled. ``actions`` says per signal what
+    was done (``installed``, ``added_to_existing``, ``already_exported``,
     ``own_meter_provider``, ``not_possible``, ``off``).
     """
 
@@ -56,8 +58,8 @@ class TelemetryHandle:
         self.tracer_provider: TracerProvider | None = setup.tracer_provider if setup else None
         self.meter_provider: MeterProvider | None = setup.meter_provider if setup else None
         self.logger_provider: LoggerProvider | None = setup.logger_provider if setup else None
-        #: A MeterProvider of ours that is not the global one: an existing
-        #: MeterProvider cannot take readers, so the plugin records into this one.
+        #: ``meter_provider`` again when it is not the global one (an existing
+        #: MeterProvider cannot take readers, so the plugin records into ours); else None.
         self.plugin_meter_provider: MeterProvider | None = (
             setup.plugin_meter_provider if setup else None)
         self.resource: Resource | None = setup.resource if setup else None

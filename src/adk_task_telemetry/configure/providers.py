@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 from .. import exit as _exit
+from .. import otel_compat
 from .. import semconv as sc
 from ..spans import OpenSpanProcessor
 from ..version import __version__
@@ -235,7 +236,7 @@ class _Build:
             procs.append(batch(self._adapter(signal)))
         if signal in self.consoles:
             procs.append(batch(console()))
-        if self.asked.install and not _exit.nobody_installed(now):
+        if self.asked.install and not otel_compat.nobody_installed(now):
             self.existing.append((signal, getattr(now, "resource", None)))
             if signal == "traces" and now not in _open_span_added:
                 procs.append(OpenSpanProcessor())  # spans a tool leaves open
@@ -259,7 +260,7 @@ class _Build:
     def _metrics(self) -> None:
         asked, setup = self.asked, self.setup
         now = metrics.get_meter_provider()
-        is_new = not asked.install or _exit.nobody_installed(now)
+        is_new = not asked.install or otel_compat.nobody_installed(now)
         if not is_new and self._exported_by_installer("metrics"):
             self.existing.append(("metrics", setup.resource))  # not ours to name
             self._existing("metrics", now, "", [], "")

@@ -591,14 +591,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "application bug: orphaned on every ADK version)", "live", _live_stubborn_tool,
              audit=False),
     Scenario("thread_pool_call", "a synchronous tool that ADK runs on its tool thread pool "
-             "(2.11 on)", "async", _thread_pool_call,
+             f"({compat.HOLDS_ON['run_async_tool_thread_pool']})", "async", _thread_pool_call,
              available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
     Scenario("thread_pool_timeout", "a timeout around run_async cuts a synchronous tool on "
              "ADK's thread pool; its thread runs on (a thread cannot be cancelled: orphaned "
              "on every ADK that uses the pool)", "async", _thread_pool_timeout, audit=False,
              available=lambda: compat.RUN_ASYNC_USES_TOOL_THREAD_POOL),
     Scenario("live_thread_pool", "live: the caller leaves while a synchronous tool runs on "
-             "ADK's thread pool (1.24 on); its thread runs on", "live", _live_thread_pool,
+             f"ADK's thread pool ({compat.HOLDS_ON['tool_thread_pool']}); its thread runs on",
+             "live", _live_thread_pool,
              audit=False, available=lambda: compat.HAS_TOOL_THREAD_POOL),
     Scenario("fire_and_forget", "a tool spawns a task and returns (seen only in strict "
              "mode)", "async", _fire_and_forget, audit=False),

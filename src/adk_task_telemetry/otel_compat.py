@@ -1,0 +1,44 @@
+"""What this package reads of OpenTelemetry that OpenTelemetry does not make public.
+
+The one place for it, as ``adk_compat`` is for ADK: each read says why no public path
+exists. Checked on opentelemetry-api/-sdk 1.37.0 (the lowest bound), 1.41.1, 1.42.1,
+1.44.0 and 1.45.2 (the versions the project's test environments resolve).
+
+- The API's stand-in providers (what ``get_*_provider()`` returns before anything was
+  installed): public for traces (``trace.ProxyTracerProvider``); metrics and logs keep
+  theirs private (``opentelemetry.metrics._internal._ProxyMeterProvider``,
+  ``opentelemetry._logs._internal.ProxyLoggerProvider``), so those are known by class
+  name, which has not changed in those versions.
+- A metric exporter's temporality and aggregation preferences: ``MetricExporter`` takes
+  them as arguments and keeps them only in ``_preferred_temporality`` and
+  ``_preferred_aggregation``, which the SDK's own ``PeriodicExportingMetricReader``
+  reads too. Ours mirror the OTLP exporter they hand batches to, which resolved
+  ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` itself.
+
+Elsewhere, not moved here yet: the tracker learns from a sampler's
+``get_description()`` whether a child span would be dropped (no API says), and
+``adk_compat`` reads ADK's source with ``inspect.getsource`` (ADK's, not OTel's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import trace
+
+#: The private stand-ins of the metrics and logs APIs, by class name (leading ``_`` off).
+_STAND_INS = frozenset({"ProxyMeterProvider", "ProxyLoggerProvider"})
+
+
+def nobody_installed(provider: object) -> bool:
+    """The API's stand-in that the first ``set_*_provider`` replaces: a provider can still
+    be installed."""
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return True
+    return type(provider).__name__.lstrip("_") in _STAND_INS
+
+
+def exporter_preferences(exporter: Any) -> tuple[Any, Any]:
+    """``(preferred_temporality, preferred_aggregation)`` of a ``MetricExporter``, as the
+    SDK's reader reads them."""
+    return exporter._preferred_temporality, exporter._preferred_aggregation

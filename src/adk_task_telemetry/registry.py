@@ -1,0 +1,51 @@
+"""Every tracker of the process, and their sweep at process exit.
+
+A tracker adds itself here when it is made (held weakly: a plugin that is gone takes
+its tracker with it). Each plugin made puts ``shutdown_all`` on exit.py's ordered
+list (``register_shutdown``; the list keeps it once): at interpreter exit or SIGTERM,
+runs still in flight in every tracker end with trigger ``shutdown``, their orphans
+reported before anything is flushed. This module changes no record's state: each
+tracker's ``shutdown`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from typing import Protocol
+
+from . import exit as _exit
+
+
+class Sweepable(Protocol):
+    """A tracker, as the exit sweep sees it."""
+
+    def shutdown(self) -> int:
+        """Ends every run now; returns the number of orphans it reported."""
+        ...
+
+
+_trackers: weakref.WeakSet[Sweepable] = weakref.WeakSet()
+
+
+def add(tracker: Sweepable) -> None:
+    _trackers.add(tracker)
+
+
+def trackers() -> list[Sweepable]:
+    return list(_trackers)
+
+
+def shutdown_all() -> int:
+    """Ends every run of every tracker with the ``shutdown`` trigger (process exit)."""
+    total = 0
+    for tracker in list(_trackers):
+        with contextlib.suppress(Exception):
+            total += tracker.shutdown()
+    return total
+
+
+def register_shutdown() -> None:
+    """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
+    _exit.add_exit_sweep(shutdown_all)
+    _exit.install()

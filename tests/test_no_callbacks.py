@@ -1,0 +1,78 @@
+"""Data and reporters never call back into the engine (issue 25).
+
+tests/test_layers.py proves that no module imports a higher layer; an object handed
+down can still be called back. This reads the source with ``ast``: no module below the
+tracker calls a method that ``Tracker`` defines, on whatever object it was given, and
+none declares a Protocol of the tracker's methods. The one exception is the issue's own
+design: a record is the done-callback of its task and hands itself to
+``records.RecordOwner`` (declared beside the records, two methods), so that the tracker
+needs no closure per task.
+
+What this does not see: a plain callable handed down and called (``spans.watch_end``'s
+callback, the observers of ``observe``); those are subscriptions the caller chose, named
+in their docstrings.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
+
+#: Data and reporters (below the tracker in tests/test_layers.py LAYERS).
+BELOW_THE_TRACKER = ("records", "metrics", "spans", "stacks", "observe", "calls",
+                     "orphans", "strict", "pool_metrics")
+#: records.RecordOwner: a task's done-callback (the record) hands the record on.
+ALLOWED = {"records": {"task_done", "driver_done"}}
+
+
+def tracker_methods(path: Path = SRC / "tracker.py") -> set[str]:
+    """Every method the ``Tracker`` class defines (``__init__`` aside)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == "Tracker":
+            return {f.name for f in node.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))} - {"__init__"}
+    raise AssertionError(f"no class Tracker in {path}")
+
+
+def callbacks_in(path: Path, methods: set[str]) -> list[str]:
+    """Where ``path`` calls one of ``methods`` on an object, or declares a Protocol with
+    one of them: ``name (line N)``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in methods):
+            found.append(f"{node.func.attr} (line {node.lineno})")
+        elif isinstance(node, ast.ClassDef) and any(
+                (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")) == "Protocol"
+                for b in node.bases):
+            found.extend(f"{node.name}.{f.name} (line {f.lineno})" for f in node.body
+                         if isinstance(f, ast.FunctionDef) and f.name in methods)
+    return found
+
+
+def _method_names(found: list[str]) -> set[str]:
+    return {f.split(" ")[0].rpartition(".")[2] for f in found}
+
+
+@pytest.mark.parametrize("module", BELOW_THE_TRACKER)
+def test_data_and_reporters_never_call_the_tracker(module: str) -> None:
+    found = callbacks_in(SRC / f"{module}.py", tracker_methods())
+    extra = _method_names(found) - ALLOWED.get(module, set())
+    assert not extra, (f"{module} calls back into the tracker: "
+                       f"{[f for f in found if _method_names([f]) & extra]}")
+
+
+def test_the_check_sees_a_call_through_a_handed_object(tmp_path: Path) -> None:
+    """The reader itself can fail: a reporter that calls a tracker verb on the object
+    it was handed, or declares a Protocol of them, is found."""
+    fake = tmp_path / "strict.py"
+    fake.write_text((SRC / "strict.py").read_text() + (
+        "\n\nclass Owner(Protocol):\n    def adopt_spawned(self) -> None: ...\n"
+        "\n\ndef _late(owner: Owner) -> None:\n    owner.run_ended()\n"))
+    found = _method_names(callbacks_in(fake, tracker_methods()))
+    assert {"adopt_spawned", "run_ended"} <= found
+    assert not _method_names(callbacks_in(SRC / "strict.py", tracker_methods()))
