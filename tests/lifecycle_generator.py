@@ -53,7 +53,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,9 +61,6 @@ from google.adk.agents import LlmAgent
 from google.adk.agents.live_request_queue import LiveRequestQueue
 from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
 from google.adk.apps import App
-from google.adk.models.base_llm_connection import BaseLlmConnection
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -74,11 +71,12 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from adk_task_telemetry import adk_compat as compat
-from adk_task_telemetry.scenarios.model import (
+from adk_task_telemetry.scenarios import (
     RUN_TAG,
     PerRunLlm,
-    ScriptedLiveConnection,
+    Probe,
     ScriptedLlm,
+    TaskTruth,
     text,
 )
 
@@ -89,14 +87,8 @@ USER_ID = "user"
 # (with and without the plugin), must take a minute or two on a shared machine.
 FAST = 0.002
 SLOW = 0.03
-#: Added per position in a turn: parallel calls never finish in the same instant,
-#: so which one ends first (a failure before a sibling's answer) is the same in
-#: every run.
+#: Added per position in a turn: parallel calls never finish in the same instant.
 STAGGER = 0.003
-#: Siblings of a failing call wait this much longer (they are cancelled by the
-#: failure, so it costs nothing): even a loop that a loaded machine stalls sees
-#: the failure first.
-FAIL_FIRST = 0.1
 HANG = 30.0  # "blocks": only drawn with callers that end the run while it runs
 STUBBORN_CLEANUP = 0.06  # ignoring a cancellation for a while (ADK waits ~1 s)
 #: A tool that keeps working this long after its cancellation (``stubborn_slow``): an
@@ -388,99 +380,11 @@ def generate_overlap(seed: int) -> Spec:
 
 
 @dataclass
-class TaskTruth:
-    """One tool body, as the tool itself saw it."""
-
-    call_id: str
-    tool: str
-    task: asyncio.Task[Any]
-    started_ns: int
-    ended_ns: int | None = None  # the task's done-callback (so after it really ended)
-    body: str = "running"  # how the body ended: ok, error, cancelled
-    recovered: bool = False
-    #: The body raised CancelledError by itself (nothing cancelled its task).
-    self_cancelled: bool = False
-
-    @property
-    def outcome(self) -> str:
-        """How the task ended, in the contract's words."""
-        if self.task.cancelled() or self.body == "cancelled":
-            return "cancelled"
-        if self.body == "error":
-            return "recovered" if self.recovered else "error"
-        if not self.task.cancelled() and self.task.exception() is not None:
-            return "error"
-        return "ok"
-
-
-class Truth:
-    """What the tools did: filled in by their bodies, never by the plugin."""
-
-    def __init__(self) -> None:
-        self.tasks: list[TaskTruth] = []
-        self.spawned: list[asyncio.Task[Any]] = []
-        self.blocked = asyncio.Event()  # a body that waits for the run's end began
-        self.answering = asyncio.Event()  # a body of the answering run began (Spec.answer)
-        self.stopping = False
-
-    def enter(self, tool_context: ToolContext, tool: str) -> TaskTruth:
-        task = asyncio.current_task()
-        assert task is not None
-        record = TaskTruth(str(tool_context.function_call_id or ""), tool, task, time.time_ns())
-        self.tasks.append(record)
-        if RUN_TAG.get() == ANSWER_TAG:
-            self.answering.set()
-
-        def done(_task: asyncio.Task[Any]) -> None:
-            record.ended_ns = time.time_ns()
-        task.add_done_callback(done)
-        return record
-
-    @contextlib.contextmanager
-    def body(self, tool_context: ToolContext, tool: str) -> Any:
-        record = self.enter(tool_context, tool)
-        try:
-            yield record
-        except asyncio.CancelledError:
-            record.body = "cancelled"
-            raise
-        except Exception:
-            record.body = "error"
-            raise
-        except BaseException:  # GeneratorExit of a streaming tool that is closed
-            record.body = "cancelled"
-            raise
-        record.body = "ok"
-
-    def mark_recovered(self, call_id: str) -> None:
-        for record in self.tasks:
-            if record.call_id == call_id and record.body == "error":
-                record.recovered = True
-
-    def pending(self) -> list[TaskTruth]:
-        return [t for t in self.tasks if not t.task.done()]
-
-    def own_tasks(self) -> set[asyncio.Task[Any]]:
-        return {t.task for t in self.tasks} | set(self.spawned)
-
-    async def cleanup(self) -> None:
-        """Cancels every body still running (orphans included) and waits."""
-        self.stopping = True
-        left = [t for t in self.own_tasks() if not t.done()]
-        for t in left:
-            t.cancel()
-        if left:
-            await asyncio.wait(left, timeout=5.0)
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-
-@dataclass
 class Outcome:
     """What running a spec produced."""
 
     spec: Spec
-    truth: Truth
+    truth: Probe
     events: list[Any] = field(default_factory=list)
     error: BaseException | None = None
     end_begin_ns: int = 0
@@ -546,7 +450,7 @@ def normalize(events: Sequence[Any], *, live: bool = False) -> list[tuple[Any, .
 class _Recover(BasePlugin):
     """An application's error policy: turns a ConnectionError into a result."""
 
-    def __init__(self, truth: Truth) -> None:
+    def __init__(self, truth: Probe) -> None:
         super().__init__(name="recover_connection_errors")
         self._truth = truth
 
@@ -561,32 +465,57 @@ class _Recover(BasePlugin):
 class _TruthAgentTool(AgentTool):
     """An AgentTool whose call records its own task, as every tool here does."""
 
-    _truth: Truth
+    def __init__(self, agent: LlmAgent, truth: Probe) -> None:
+        super().__init__(agent=agent)
+        self._truth = truth
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         with self._truth.body(tool_context, "agent_tool"):
             return await super().run_async(args=args, tool_context=tool_context)
 
 
-def _tools(truth: Truth, spec: Spec) -> list[Any]:
+def _tools(truth: Probe, spec: Spec) -> list[Any]:
     blocking = spec.blocking
     stubborn_wait = HANG if blocking else SLOW
+    #: Per turn that has a failing call: done once that call's task is done.
+    failures: dict[int, asyncio.Future[None]] = {}
+
+    def failure(turn: int) -> asyncio.Future[None]:
+        if turn not in failures:
+            failures[turn] = asyncio.get_running_loop().create_future()
+        return failures[turn]
+
+    def fails(record: TaskTruth, turn: int) -> None:
+        """A failing body: the turn's failure is its task being done. ADK's gather added
+        its done-callback when it made the task, before this one: it has the error
+        first, and a sibling resumes two loop turns after it."""
+        if turn >= 0:
+            failed = failure(turn)
+            record.task.add_done_callback(
+                lambda _t: None if failed.done() else failed.set_result(None))
+
+    async def pause(seconds: float, turn: int) -> None:
+        """Sleeps ``seconds``; a sibling of a failing call then waits for the failure
+        (GATE_LIMIT is a safety net: a failing call that never ran)."""
+        await asyncio.sleep(seconds)
+        if turn >= 0:
+            await asyncio.wait([failure(turn)], timeout=GATE_LIMIT)
 
     def sync(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """A sync tool."""
         with truth.body(tool_context, "sync"):
             return {"sync": "ok"}
 
-    async def fast(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def fast(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """A fast async tool."""
         with truth.body(tool_context, "fast"):
-            await asyncio.sleep(FAST + delay)
+            await pause(FAST + delay, turn)
             return {"fast": "ok"}
 
-    async def slow(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def slow(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """A slower async tool."""
         with truth.body(tool_context, "slow"):
-            await asyncio.sleep(SLOW + delay)
+            await pause(SLOW + delay, turn)
             return {"slow": "ok"}
 
     async def hang(delay: float, tool_context: ToolContext) -> dict[str, str]:
@@ -596,25 +525,26 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
             await asyncio.sleep(HANG)
             return {"hang": "ok"}
 
-    async def fail(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def fail(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises."""
-        with truth.body(tool_context, "fail"):
+        with truth.body(tool_context, "fail") as record:
+            fails(record, turn)
             await asyncio.sleep(FAST + delay)
             raise ValueError("the tool failed")
 
-    async def flaky(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def flaky(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises an error that a callback answers for."""
         with truth.body(tool_context, "flaky"):
-            await asyncio.sleep(FAST + delay)
+            await pause(FAST + delay, turn)
             raise ConnectionError("upstream refused the connection")
 
-    async def stubborn(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def stubborn(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Cleans up for a while when cancelled, then stops."""
         with truth.body(tool_context, "stubborn"):
             if blocking:
                 truth.blocked.set()
             try:
-                await asyncio.sleep(stubborn_wait + delay)
+                await pause(stubborn_wait + delay, turn)
             except asyncio.CancelledError:
                 await asyncio.sleep(STUBBORN_CLEANUP)
                 raise
@@ -673,10 +603,11 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
                 raise RuntimeError("request cancelled") from None
             return {"cancel_to_error": "ok"}
 
-    async def give_up(delay: float, tool_context: ToolContext) -> dict[str, str]:
+    async def give_up(delay: float, tool_context: ToolContext, turn: int = -1) -> dict[str, str]:
         """Raises CancelledError by itself: its client library cancelled its own future
         (ADK issue 7172's shape); nothing cancelled this task."""
         with truth.body(tool_context, SELF_CANCEL) as record:
+            fails(record, turn)
             await asyncio.sleep(FAST + delay)
             record.self_cancelled = True
             raise asyncio.CancelledError
@@ -704,61 +635,24 @@ def _tools(truth: Truth, spec: Spec) -> list[Any]:
         sub_tools = {c.tool for c in nested_calls}
         sub = LlmAgent(name="agent_tool", description="Looks things up.", model=sub_model,
                        instruction="scripted", tools=[f for f in plain if f.__name__ in sub_tools])
-        agent_tool = _TruthAgentTool(agent=sub)
-        agent_tool._truth = truth
-        out.append(agent_tool)
+        out.append(_TruthAgentTool(sub, truth))
     return out
 
 
-class _ClosingConnection(ScriptedLiveConnection):
-    """A scripted live connection whose receive() ends once it is closed, as a real
-    one does (ADK closes it when the caller closes the live request queue)."""
+def _parts(calls: Sequence[CallSpec], turn: int = -1) -> list[types.Part]:
+    """The function-call parts of one model turn (``turn``: its index in the spec).
 
-    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content]
-                 ) -> None:
-        super().__init__(queue, received)
-        self._wake = asyncio.Event()
-
-    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
-        while not self._closed:
-            get = asyncio.ensure_future(self._queue.get())
-            wake = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait([get, wake], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                wake.cancel()
-                if not get.done():
-                    get.cancel()
-            if get.done() and not get.cancelled():
-                yield get.result()
-
-    async def close(self) -> None:
-        await super().close()
-        self._wake.set()
-
-
-class _LiveLlm(ScriptedLlm):
-    """ScriptedLlm for run_live, with a connection that ends when closed."""
-
-    @contextlib.asynccontextmanager
-    async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
-        conn = _ClosingConnection(self._queue(), self._received)
-        try:
-            yield conn
-        finally:
-            await conn.close()
-
-
-def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
-    # A failing (or self-cancelling) call fails the turn: its siblings wait FAIL_FIRST
-    # longer.
+    A failing (or self-cancelling) call fails the turn: then every call of the turn gets
+    the turn's index, and its siblings answer only once the failure has happened (the
+    failing call's task is done: ADK has seen it), however a loaded machine stalls the
+    loop. A sleep would only make that likely (seed 52 lost that race once)."""
     failing = ("fail", SELF_CANCEL)
-    extra = FAIL_FIRST if any(c.tool in failing for c in calls) else 0.0
+    fails = turn >= 0 and any(c.tool in failing for c in calls)
 
     def args(i: int, c: CallSpec) -> dict[str, Any]:
         if c.tool == "agent_tool":
             return {"request": "look it up"}
-        return {"delay": i * STAGGER + (0.0 if c.tool in failing else extra)}
+        return {"delay": i * STAGGER, **({"turn": turn} if fails else {})}
     return [types.Part(function_call=types.FunctionCall(name=c.tool, args=args(i, c),
                                                         id=c.call_id))
             for i, c in enumerate(calls)]
@@ -770,7 +664,7 @@ def _parts(calls: Sequence[CallSpec]) -> list[types.Part]:
 class _Run:
     def __init__(self, spec: Spec, plugins: Sequence[BasePlugin]) -> None:
         self.spec = spec
-        self.truth = Truth()
+        self.truth = Probe()
         self.out = Outcome(spec, self.truth)
         tools = _tools(self.truth, spec)
         self.answer_now = asyncio.Event()  # the first run's last model turn has begun
@@ -778,9 +672,10 @@ class _Run:
         if spec.answer:
             self.model = self._overlap_model()
         elif spec.mode == "async":
-            self.model = ScriptedLlm(turns=[*(_parts(t) for t in spec.turns), [text("done")]])
+            self.model = ScriptedLlm(turns=[*(_parts(t, n) for n, t in enumerate(spec.turns)),
+                                            [text("done")]])
         else:
-            self.model = _LiveLlm()
+            self.model = ScriptedLlm(live_ends_on_close=True)
         agent = LlmAgent(name="agent", model=self.model, instruction="scripted", tools=tools)
         app = App(name=APP_NAME, root_agent=agent,
                   plugins=[*plugins, _Recover(self.truth)])
@@ -800,9 +695,9 @@ class _Run:
         async def last() -> list[types.Part]:
             self.answer_now.set()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.truth.answering.wait(), GATE_LIMIT)
+                await asyncio.wait_for(self.truth.began_under(ANSWER_TAG).wait(), GATE_LIMIT)
             return [text("done")]
-        return PerRunLlm({"": [*(turn(_parts(t)) for t in self.spec.turns), last],
+        return PerRunLlm({"": [*(turn(_parts(t, n)) for n, t in enumerate(self.spec.turns)), last],
                           ANSWER_TAG: [turn(_parts(self.spec.answer)),
                                        turn([text("answered")])]})
 
@@ -889,7 +784,7 @@ class _Run:
         could add one)."""
         seen: list[tuple[int, list[TaskTruth]]] = []
         task.add_done_callback(lambda _t: seen.append(
-            (time.time_ns(), [t for t in self.truth.tasks if t.task.done()])))
+            (time.time_ns(), [t for t in self.truth.records if t.task.done()])))
         return seen
 
     def _note_cut(self, seen: list[tuple[int, list[TaskTruth]]]) -> None:
@@ -946,7 +841,7 @@ class _Run:
         self._mark_end()
         await self._teardown()
         self.out.end_ns = time.time_ns()
-        self.out.real_orphans = self.truth.pending()
+        self.out.real_orphans = self.truth.running()
         return self.out
 
     async def _teardown(self) -> None:
@@ -1201,6 +1096,6 @@ async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, 
 
 
 __all__ = ["ANSWER_TOOLS", "ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS",
-           "SELF_CANCEL", "CallSpec", "Outcome", "Spec", "TaskTruth", "Truth", "can_self_cancel",
+           "SELF_CANCEL", "CallSpec", "Outcome", "Spec", "can_self_cancel",
            "generate", "generate_edge", "generate_nested_cut", "generate_overlap",
            "has_live_non_blocking", "normalize", "run_spec"]

@@ -49,9 +49,10 @@ from typing import Any
 
 from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import semconv as sc
+from adk_task_telemetry.scenarios import TaskTruth
 
 from .conftest import Telemetry
-from .lifecycle_generator import Outcome, TaskTruth
+from .lifecycle_generator import Outcome
 
 
 def _sum(points: list[Any]) -> float:
@@ -86,7 +87,7 @@ def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
         key = (str(attrs.get(sc.GEN_AI_TOOL_CALL_ID, "")), str(attrs.get(sc.GEN_AI_TOOL_NAME)))
         spans[key].append(span)
     bodies: dict[tuple[str, str], list[TaskTruth]] = defaultdict(list)
-    for t in outcome.truth.tasks:
+    for t in outcome.truth.records:
         bodies[(t.call_id, t.tool)].append(t)
     real = {id(t) for t in outcome.real_orphans}
     for key in sorted(set(spans) | set(bodies)):
@@ -148,7 +149,7 @@ def check_counts(outcome: Outcome, telemetry: Telemetry,
     orphaned = _sum(m.get(sc.METRIC_ORPHANED, []))
     orphan_spans = sum(1 for s in telemetry.tool_spans()
                        if (s.attributes or {}).get(sc.ADK_TOOL_TASK_OUTCOME) == "orphaned")
-    bodies = len(outcome.truth.tasks)
+    bodies = len(outcome.truth.records)
     if started != bodies:
         problems.append(f"started={started:g} for {bodies} tool tasks")
     if started != durations + orphaned:
@@ -237,10 +238,10 @@ def _check_reasons(outcome: Outcome, reasons: dict[CallKey, list[str]]) -> list[
     """The reasons the tools' own record can settle (the module's docstring)."""
     problems: list[str] = []
     bodies: dict[str, list[TaskTruth]] = defaultdict(list)
-    for t in outcome.truth.tasks:
+    for t in outcome.truth.records:
         bodies[t.call_id].append(t)
     caller = outcome.spec.caller
-    failed = any(t.self_cancelled or t.outcome == "error" for t in outcome.truth.tasks)
+    failed = any(t.self_cancelled or t.outcome == "error" for t in outcome.truth.records)
     for (_inv, call_id), said in sorted(reasons.items()):
         where = f"{_shown(call_id)}: unanswered reason {said}"
         mine = bodies.get(call_id, [])

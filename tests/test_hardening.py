@@ -139,17 +139,17 @@ SHUTDOWN_SCRIPT = textwrap.dedent("""
     tp = TracerProvider()
     tp.add_span_processor(SimpleSpanProcessor(Out()))
     from adk_task_telemetry import TaskTelemetryPlugin
-    from adk_task_telemetry.scenarios.library import Harness, Probe, ScenarioRun, _agent, _tools
-    from adk_task_telemetry.scenarios import call
+    from adk_task_telemetry.testing import (
+        Harness, Probe, ScenarioRun, call, scenario_tools, scripted_agent)
 
     plugin = TaskTelemetryPlugin(tracer_provider=tp, meter_provider=MeterProvider())
 
     async def start():
         run = ScenarioRun("exit", Probe())
         h = Harness([plugin], run.probe, run)
-        t = _tools(run.probe)
-        agent = _agent("clerk", [[call("slow_search", "call-inflight", query="x")]],
-                       [t["slow_search"]])
+        t = scenario_tools(run.probe)
+        agent = scripted_agent("clerk", [[call("slow_search", "call-inflight", query="x")]],
+                               [t["slow_search"]])
         asyncio.ensure_future(h.run_async(agent))
         await run.probe.wait_started("call-inflight")
 

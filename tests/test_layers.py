@@ -39,9 +39,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "configure.export", "configure.providers", "configure.handle", "configure",
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
-    ("scenarios.library", "scenarios", "cli.results", "cli.wording", "cli.readback",
-     "cli.terminal", "cli.report_html", "cli.audit_json", "cli.harness", "cli.otlp",
-     "cli.commands", "cli.dispatch", "cli.__main__", "cli", "testing", ""),
+    ("scenarios.probe", "scenarios.library", "scenarios", "cli.results", "cli.wording",
+     "cli.readback", "cli.terminal", "cli.report_html", "cli.audit_json", "cli.harness",
+     "cli.otlp", "cli.commands", "cli.dispatch", "cli.__main__", "cli", "testing", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+from google.adk.plugins.base_plugin import BasePlugin
 
 from adk_task_telemetry import adk_compat as compat
 
@@ -280,3 +282,33 @@ def test_a_live_run_cut_by_a_timeout_is_compared_by_what_timing_cannot_change() 
     other = ("agent", (("response", "sync", "c2", '{"sync": "failed"}'),))
     assert _events_differ(live_cut, [turn1, answer], [turn1, other, turn2])
     assert _events_differ(live_cut, [turn2, turn1], [turn1, turn2])
+
+
+class _StallBeforeFailing(BasePlugin):
+    """Blocks the event loop just before the failing call's body starts, as a loaded
+    machine may: the sibling's own delay runs out meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__(name="stall_before_failing")
+
+    async def before_tool_callback(self, *, tool: Any, tool_args: Any,
+                                   tool_context: Any) -> None:
+        if tool.name == "fail":
+            time.sleep(0.2)  # the stall itself, not a wait for something
+        return None
+
+
+async def test_a_sibling_answers_only_after_its_turns_failure_however_the_loop_stalls() -> None:
+    """The generator's failing turns are the same in every run: a sibling of a failing
+    call goes on only once that call's task is done (seed 52 once lost a race to a
+    100 ms head start on a loaded machine: the sibling answered first)."""
+    spec = Spec(0, "async", ((CallSpec("slow", "c1"), CallSpec("fail", "c2")),), "consume", 1)
+    outcome, handle = await run_spec(spec, [_StallBeforeFailing()])
+    await handle.close()
+    assert isinstance(outcome.error, ValueError)
+    sibling, failing = sorted(outcome.truth.records, key=lambda r: r.call_id)
+    assert failing.outcome == "error"
+    # Cancelled by ADK after the failure (or, where ADK cancels no sibling, answered
+    # after it): never done before it.
+    assert sibling.ended_ns is not None and failing.ended_ns is not None
+    assert sibling.ended_ns >= failing.ended_ns, "the sibling answered before the failure"

@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -24,8 +24,6 @@ from google.adk.agents import LlmAgent
 from google.adk.agents.live_request_queue import LiveRequestQueue
 from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
 from google.adk.apps import App
-from google.adk.models.base_llm_connection import BaseLlmConnection
-from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -90,36 +88,10 @@ class _EndsWhenClosed(ScriptedLiveConnection):
     closes normally (APIError 1000): ADK closes the connection when the caller closes
     the live request queue."""
 
-    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content]
-                 ) -> None:
-        super().__init__(queue, received)
-        self._wake = asyncio.Event()
-
     async def receive(self) -> AsyncGenerator[LlmResponse, None]:
-        while not self._closed:
-            get = asyncio.ensure_future(self._queue.get())
-            wake = asyncio.ensure_future(self._wake.wait())
-            await asyncio.wait([get, wake], return_when=asyncio.FIRST_COMPLETED)
-            wake.cancel()
-            if get.done():
-                yield get.result()
-            else:
-                get.cancel()
+        async for response in super().receive():  # ends once closed (ends_on_close)
+            yield response
         raise errors.APIError(1000, {"error": {"message": "closed", "status": "OK"}})
-
-    async def close(self) -> None:
-        await super().close()
-        self._wake.set()
-
-
-class _ClosingLlm(ScriptedLlm):
-    @contextlib.asynccontextmanager
-    async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
-        conn = _EndsWhenClosed(self._queue(), self._received)
-        try:
-            yield conn
-        finally:
-            await conn.close()
 
 
 async def test_seed_bug_reported_when_the_queue_closes(telemetry: Telemetry) -> None:
@@ -140,7 +112,7 @@ async def test_seed_bug_reported_when_the_queue_closes(telemetry: Telemetry) -> 
             await asyncio.sleep(0.05)
             yield f"{symbol} +1"
 
-    model = _ClosingLlm()
+    model = ScriptedLlm(live_ends_on_close=True, live_connection=_EndsWhenClosed)
     agent = LlmAgent(name="trader", model=model, instruction="scripted", tools=[monitor_stock])
     runner = Runner(app=App(name="queue_close", root_agent=agent, plugins=[plugin]),
                     session_service=InMemorySessionService())

@@ -55,7 +55,7 @@ async def test_a_stubborn_tool_is_an_orphan_however_the_run_ends(
     outcome, handle = await run_spec(spec, [plugin])
     try:
         assert outcome.cut_seen_ns, "the caller did not cut the run"
-        stubborn = [t for t in outcome.truth.tasks if t.tool == "stubborn_slow"]
+        stubborn = [t for t in outcome.truth.records if t.tool == "stubborn_slow"]
         assert stubborn, "the cut came before the turn"
         said = {str((s.attributes or {}).get("gen_ai.tool.call.id")):
                 (s.attributes or {}).get("adk.tool_task.outcome") for s in telemetry.tool_spans()}

@@ -26,10 +26,16 @@ import pytest
 from adk_task_telemetry import TrackerState
 from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.scenarios import run_scenario
-from adk_task_telemetry.scenarios.library import Harness, Probe, ScenarioRun, _agent, _tools
-from adk_task_telemetry.scenarios.model import call
 from adk_task_telemetry.stacks import innermost_user_frame
+from adk_task_telemetry.testing import (
+    Harness,
+    Probe,
+    ScenarioRun,
+    call,
+    run_scenario,
+    scenario_tools,
+    scripted_agent,
+)
 
 from .conftest import Telemetry
 
@@ -192,10 +198,10 @@ async def test_pool_saturation_is_busy_queued_and_max_workers(telemetry: Telemet
     plugin = telemetry.plugin()
     run = ScenarioRun("saturated", Probe())
     h = Harness([plugin], run.probe, run)
-    t = _tools(run.probe)
+    t = scenario_tools(run.probe)
     turns = [[call("crunch_numbers", f"call-{i}", seconds=30.0) for i in range(3)]]
-    runner = asyncio.ensure_future(h.run_async(_agent("analyst", turns, [t["crunch_numbers"]]),
-                                               run_config=_pool_config(max_workers=2)))
+    agent = scripted_agent("analyst", turns, [t["crunch_numbers"]])
+    runner = asyncio.ensure_future(h.run_async(agent, run_config=_pool_config(max_workers=2)))
 
     def gauges() -> tuple[float, float, float]:
         m = telemetry.metrics()
@@ -228,9 +234,9 @@ async def test_where_run_async_ignores_the_pool_nothing_changes(telemetry: Telem
     plugin = telemetry.plugin()
     run = ScenarioRun("no_pool", Probe())
     h = Harness([plugin], run.probe, run)
-    t = _tools(run.probe)
-    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.0)]],
-                   [t["crunch_numbers"]])
+    t = scenario_tools(run.probe)
+    agent = scripted_agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.0)]],
+                           [t["crunch_numbers"]])
     await h.run_async(agent, run_config=_pool_config())
     await h.close()
     # ADK ran it on the event loop: its body's task is the loop's, not a pool future.

@@ -16,6 +16,20 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as _compat
 from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
+from .scenarios import RUN_TAG as RUN_TAG
+from .scenarios import SCENARIOS as SCENARIOS
+from .scenarios import Harness as Harness
+from .scenarios import PerRunLlm as PerRunLlm
+from .scenarios import Probe as Probe
+from .scenarios import ScenarioRun as ScenarioRun
+from .scenarios import ScriptedLiveConnection as ScriptedLiveConnection
+from .scenarios import ScriptedLlm as ScriptedLlm
+from .scenarios import TaskTruth as TaskTruth
+from .scenarios import call as call
+from .scenarios import run_scenario as run_scenario
+from .scenarios import scenario_tools as scenario_tools
+from .scenarios import scripted_agent as scripted_agent
+from .scenarios import text as text
 from .tracker import Options, Tracker
 
 # --- compat ---
@@ -119,3 +133,13 @@ def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
     finally:
         for name, verb in saved.items():
             setattr(Tracker, name, verb)
+
+
+# --- scenarios ---
+# The scripted model, the tools' ground truth and the scenario library that ``demo`` and
+# ``audit`` run (adk_task_telemetry.scenarios), re-exported above: a test scripts an
+# agent with ``scripted_agent(name, turns, tools)`` (turns of ``call(...)``/``text(...)``
+# parts) or a ``ScriptedLlm`` of its own, takes tools that record their bodies from
+# ``scenario_tools(probe)``, or runs a named scenario with ``run_scenario(name,
+# plugins)``; a ``Probe`` says which tool bodies still run (``pending()``) and how each
+# ended (``records``), never asking the plugin.

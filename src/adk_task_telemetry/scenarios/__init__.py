@@ -1,18 +1,25 @@
 """Scripted lifecycle scenarios shared by the CLI demo, the audit and the tests.
 
-The randomized generator the lifecycle tests use is not here: it is test code
-(``tests/lifecycle_generator.py``) and does not ship in the wheel."""
+The scenario library (``library``) runs named scenarios through the real ADK Runner
+with a scripted model (``model``) whose tools record what they did in a
+:class:`Probe` (``probe``): the one fake model and the one ground-truth recorder of
+the project. The randomized generator the lifecycle tests use is not here: it is
+test code (``tests/lifecycle_generator.py``) and does not ship in the wheel."""
 
 from .library import (
     SCENARIOS,
-    Probe,
+    Harness,
     Scenario,
     ScenarioRun,
     run_concurrent_mixed,
     run_parallel_calls,
     run_scenario,
+    scenario_tools,
+    scripted_agent,
 )
-from .model import ScriptedLlm, call, text
+from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, call, text
+from .probe import Probe, TaskTruth
 
-__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "ScriptedLlm", "call",
-           "run_concurrent_mixed", "run_parallel_calls", "run_scenario", "text"]
+__all__ = ["RUN_TAG", "SCENARIOS", "Harness", "PerRunLlm", "Probe", "Scenario", "ScenarioRun",
+           "ScriptedLiveConnection", "ScriptedLlm", "TaskTruth", "call", "run_concurrent_mixed",
+           "run_parallel_calls", "run_scenario", "scenario_tools", "scripted_agent", "text"]

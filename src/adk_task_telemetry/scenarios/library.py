@@ -9,11 +9,8 @@ reported by the plugin is really still running.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import concurrent.futures.thread
 import contextlib
 import sys
-import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,124 +30,10 @@ from google.genai import types
 
 from .. import adk_compat as compat
 from .model import RUN_TAG, PerRunLlm, ScriptedLlm, call, text
+from .probe import Probe
 
 APP_NAME = "scenarios"
 USER_ID = "user"
-
-
-class Probe:
-    """What the scenario's tools did: the task running each call's body (for a body
-    on a pool thread, the pool's own future of that call, wrapped for the loop)."""
-
-    def __init__(self) -> None:
-        self.tasks: dict[str, asyncio.Future[Any]] = {}
-        # A thread body's own executor future: done the moment its callable returned,
-        # before the loop hears of it through the wrapper in ``tasks``.
-        self.works: dict[str, concurrent.futures.Future[Any]] = {}
-        self.threads: dict[str, int] = {}  # call id -> ident of the pool thread running it
-        # The app ADK ran each call's invocation under (a nested AgentTool run's
-        # differs on old ADK).
-        self.app_names: dict[str, str] = {}
-        self._started: dict[str, asyncio.Event] = {}
-        # Set by cleanup(): tools that ignore cancellation check it to stop.
-        self.stopping = False
-        # Set by cleanup() too: synchronous tools block on it (a thread cannot be
-        # cancelled; this ends their blocking work early).
-        self.stop = threading.Event()
-        #: Moments (time.monotonic()) a scenario or tool notes, by name.
-        self.times: dict[str, float] = {}
-        self.loop: asyncio.AbstractEventLoop | None = None
-        with contextlib.suppress(RuntimeError):  # made outside the loop: found on enter
-            self.loop = asyncio.get_running_loop()
-
-    def enter(self, tool_context: ToolContext) -> None:
-        call_id = tool_context.function_call_id or ""
-        task = asyncio.current_task()
-        if task is not None:
-            self.tasks[call_id] = task
-            self.loop = task.get_loop()
-        app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
-        if isinstance(app, str):
-            self.app_names[call_id] = app
-        self._event(call_id).set()
-
-    def enter_thread(self, tool_context: ToolContext) -> None:
-        """``enter`` for a synchronous body that ADK runs on a pool thread. Its truth
-        is the ThreadPoolExecutor's future of this very call (done once the callable
-        has returned), taken from the work item that runs this frame."""
-        call_id = tool_context.function_call_id or ""
-        work = _pool_future()
-        loop = self.loop
-        if work is None or loop is None:  # this ADK runs it on the event loop after all
-            self.enter(tool_context)
-            return
-        app = getattr(compat.invocation_context_of(tool_context), "app_name", None)
-        self.threads[call_id] = threading.get_ident()
-
-        def entered() -> None:
-            self.works[call_id] = work
-            self.tasks[call_id] = asyncio.wrap_future(work, loop=loop)
-            if isinstance(app, str):
-                self.app_names[call_id] = app
-            self._event(call_id).set()
-
-        loop.call_soon_threadsafe(entered)
-
-    def _event(self, call_id: str) -> asyncio.Event:
-        return self._started.setdefault(call_id, asyncio.Event())
-
-    async def wait_started(self, *call_ids: str, timeout: float = 15.0) -> None:
-        waits = [self._event(cid).wait() for cid in call_ids]
-        await asyncio.wait_for(asyncio.gather(*waits), timeout)
-
-    async def wait_blocked(self, call_id: str, timeout: float = 15.0) -> None:
-        """Until the thread body of ``call_id`` blocks on ``stop`` (its stack says so)."""
-        await self.wait_started(call_id, timeout=timeout)
-        ident = self.threads[call_id]
-
-        async def blocked() -> None:
-            while getattr(sys._current_frames().get(ident), "f_code", None) is not _WAITING:
-                await asyncio.sleep(0.005)
-        await asyncio.wait_for(blocked(), timeout)
-
-    async def wait_finished(self, *call_ids: str, timeout: float = 15.0) -> None:
-        await self.wait_started(*call_ids, timeout=timeout)
-        await asyncio.wait([self.tasks[c] for c in call_ids], timeout=timeout)
-        await asyncio.sleep(0)
-
-    def pending(self) -> list[str]:
-        """Call ids whose body is still running (a thread body: its callable has not
-        returned, whatever the loop has heard yet)."""
-        return [cid for cid, t in self.tasks.items()
-                if not self.works.get(cid, t).done()]
-
-    async def cleanup(self) -> None:
-        """Cancels every body task still running (orphans included), stops blocking
-        thread bodies, and waits."""
-        self.stopping = True
-        self.stop.set()
-        left = [t for t in self.tasks.values() if not t.done()]
-        for t in left:
-            if isinstance(t, asyncio.Task):  # a thread's future: it ends when it returns
-                t.cancel()
-        if left:
-            await asyncio.wait(left, timeout=5.0)
-
-
-#: Where a thread blocked in ``threading.Event.wait`` is, innermost.
-_WAITING = threading.Condition.wait.__code__
-
-
-def _pool_future() -> concurrent.futures.Future[Any] | None:
-    """The future of the ThreadPoolExecutor call that runs the caller, if one does."""
-    run = getattr(getattr(concurrent.futures.thread, "_WorkItem", None), "run", None)
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is getattr(run, "__code__", None):
-            work = getattr(frame.f_locals.get("self"), "future", None)
-            return work if isinstance(work, concurrent.futures.Future) else None
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 @dataclass
@@ -300,7 +183,9 @@ def _responses(run: ScenarioRun, *call_ids: str) -> Callable[[], bool]:
 # --- tools the scenarios use -------------------------------------------------
 
 
-def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
+def scenario_tools(probe: Probe) -> dict[str, Callable[..., Any]]:
+    """The scenarios' tools by name, each recording its body in ``probe``: for a test
+    that scripts a scenario of its own (``scripted_agent`` and ``Harness``)."""
     async def lookup_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
         """Looks up an order."""
         probe.enter(tool_context)
@@ -394,8 +279,9 @@ def _tools(probe: Probe) -> dict[str, Callable[..., Any]]:
         crunch_numbers)}
 
 
-def _agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
-           **kw: Any) -> LlmAgent:
+def scripted_agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
+                   **kw: Any) -> LlmAgent:
+    """An LlmAgent whose model replays ``turns`` (a :class:`ScriptedLlm`)."""
     return LlmAgent(name=name, model=ScriptedLlm(turns=turns), instruction="scripted",
                     tools=list(tools), **kw)
 
@@ -411,7 +297,7 @@ def _live_agent(name: str, tools: Sequence[Any]) -> tuple[LlmAgent, ScriptedLlm]
 
 async def _seed_bug(h: Harness) -> None:
     """ADK issue 7058: two calls to one streaming tool in one live response."""
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     agent, model = _live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"),
@@ -422,8 +308,9 @@ async def _seed_bug(h: Harness) -> None:
 
 
 async def _caller_abort(h: Harness) -> None:
-    t = _tools(h.probe)
-    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    t = scenario_tools(h.probe)
+    agent = scripted_agent("clerk", [[call("slow_search", "call-slow", query="x")]],
+                           [t["slow_search"]])
     abort = asyncio.Event()
     run = asyncio.ensure_future(h.run_async(agent, abort_signal=abort))
     await h.probe.wait_started("call-slow")
@@ -432,7 +319,7 @@ async def _caller_abort(h: Harness) -> None:
 
 
 async def _live_stream_teardown(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     agent, model = _live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
@@ -442,7 +329,7 @@ async def _live_stream_teardown(h: Harness) -> None:
 
 
 async def _live_stop_streaming(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     agent, model = _live_agent("trader", [t["monitor_stock"], t["stop_streaming"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
@@ -453,7 +340,7 @@ async def _live_stop_streaming(h: Harness) -> None:
 
 
 async def _live_non_blocking(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     from google.adk.tools.function_tool import FunctionTool
 
     tool = FunctionTool(t["send_report"])
@@ -468,7 +355,7 @@ async def _live_non_blocking(h: Harness) -> None:
 
 
 async def _live_stubborn_tool(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     agent, model = _live_agent("ticker", [t["stubborn_feed"]])
     async with h.live(agent) as agen:
         model.say_live(call("stubborn_feed", "call-feed"))
@@ -478,8 +365,8 @@ async def _live_stubborn_tool(h: Harness) -> None:
 
 async def _one_call(h: Harness, agent: str, tool: str, call_id: str, **args: Any) -> None:
     """A run_async whose model makes one call to ``tool``."""
-    t = _tools(h.probe)
-    await h.run_async(_agent(agent, [[call(tool, call_id, **args)]], [t[tool]]))
+    t = scenario_tools(h.probe)
+    await h.run_async(scripted_agent(agent, [[call(tool, call_id, **args)]], [t[tool]]))
 
 
 async def _fire_and_forget(h: Harness) -> None:
@@ -495,20 +382,20 @@ async def _single_call(h: Harness) -> None:
 
 
 async def _parallel_calls(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     turns = [[call("lookup_order", "call-1", order_id="A1"),
               call("lookup_order", "call-2", order_id="A2"),
               call("add_numbers", "call-3", a=1, b=2)]]
-    await h.run_async(_agent("clerk", turns, [t["lookup_order"], t["add_numbers"]]))
+    await h.run_async(scripted_agent("clerk", turns, [t["lookup_order"], t["add_numbers"]]))
 
 
 async def _parallel_one_fails(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     turns = [[call("flaky_api", "call-fail"),
               call("slow_search", "call-s1", query="a"),
               call("slow_search", "call-s2", query="b")]]
     try:
-        await h.run_async(_agent("clerk", turns, [t["flaky_api"], t["slow_search"]]))
+        await h.run_async(scripted_agent("clerk", turns, [t["flaky_api"], t["slow_search"]]))
     except ConnectionError as e:
         h.run.error = e
 
@@ -527,23 +414,23 @@ class _RecoverPlugin(BasePlugin):
 
 
 async def _recovered_error(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     h.plugins.append(_RecoverPlugin())
-    await h.run_async(_agent("clerk", [[call("flaky_api", "call-fail")]], [t["flaky_api"]]))
+    await h.run_async(scripted_agent("clerk", [[call("flaky_api", "call-fail")]], [t["flaky_api"]]))
 
 
 async def _long_running(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     tool = LongRunningFunctionTool(t["open_ticket"])
-    await h.run_async(_agent("helpdesk", [[call("open_ticket", "call-ticket", issue="login")]],
-                             [tool]))
+    await h.run_async(scripted_agent(
+        "helpdesk", [[call("open_ticket", "call-ticket", issue="login")]], [tool]))
 
 
 async def _overlapping_runs(h: Harness) -> None:
     """Run A calls a long-running tool and waits in its next model turn; the client
     answers that call, which starts run B in the same session (ADK 2.x gives B run
     A's invocation id); B's tool is still running when A ends. Nothing is orphaned."""
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     b_started, a_done = asyncio.Event(), asyncio.Event()
 
     async def confirm_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
@@ -594,21 +481,21 @@ async def _overlapping_runs(h: Harness) -> None:
 
 
 async def _agent_tool(h: Harness) -> None:
-    t = _tools(h.probe)
-    child = _agent("researcher", [[call("lookup_order", "call-child", order_id="C1")]],
+    t = scenario_tools(h.probe)
+    child = scripted_agent("researcher", [[call("lookup_order", "call-child", order_id="C1")]],
                    [t["lookup_order"]], description="Looks up orders.")
     # A sibling outlasts the nested run: ADK 1.x closes the nested runner (and so
     # the shared plugin) while it still runs, which must not sweep it.
     turns = [[call("researcher", "call-agent", request="find C1"),
               call("wait_briefly", "call-sibling")]]
-    await h.run_async(_agent("manager", turns, [AgentTool(child), t["wait_briefly"]]))
+    await h.run_async(scripted_agent("manager", turns, [AgentTool(child), t["wait_briefly"]]))
 
 
 async def _caller_timeout(h: Harness) -> None:
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     turns = [[call("slow_search", "call-slow", query="x"),
               call("lookup_order", "call-quick", order_id="Q1")]]
-    agent = _agent("clerk", turns, [t["slow_search"], t["lookup_order"]])
+    agent = scripted_agent("clerk", turns, [t["slow_search"], t["lookup_order"]])
     run = asyncio.ensure_future(h.run_async(agent))
     # The clock starts once the quick call has returned and the slow one runs: the
     # cut then always leaves both calls without a stored response.
@@ -621,8 +508,9 @@ async def _caller_timeout(h: Harness) -> None:
 
 
 async def _consumer_cancelled(h: Harness) -> None:
-    t = _tools(h.probe)
-    agent = _agent("clerk", [[call("slow_search", "call-slow", query="x")]], [t["slow_search"]])
+    t = scenario_tools(h.probe)
+    agent = scripted_agent("clerk", [[call("slow_search", "call-slow", query="x")]],
+                           [t["slow_search"]])
     task = asyncio.create_task(h.run_async(agent))
     await h.probe.wait_started("call-slow")
     task.cancel()
@@ -639,15 +527,15 @@ def _pool_config() -> RunConfig:
 
 
 async def _thread_pool_call(h: Harness) -> None:
-    t = _tools(h.probe)
-    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.05)]],
+    t = scenario_tools(h.probe)
+    agent = scripted_agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=0.05)]],
                    [t["crunch_numbers"]])
     await h.run_async(agent, run_config=_pool_config())
 
 
 async def _thread_pool_timeout(h: Harness) -> None:
-    t = _tools(h.probe)
-    agent = _agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=1.0)]],
+    t = scenario_tools(h.probe)
+    agent = scripted_agent("analyst", [[call("crunch_numbers", "call-crunch", seconds=1.0)]],
                    [t["crunch_numbers"]])
     run = asyncio.ensure_future(h.run_async(agent, run_config=_pool_config()))
     await h.probe.wait_blocked("call-crunch")
@@ -662,7 +550,7 @@ async def _thread_pool_timeout(h: Harness) -> None:
 async def _live_thread_pool(h: Harness) -> None:
     from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
 
-    t = _tools(h.probe)
+    t = scenario_tools(h.probe)
     agent, model = _live_agent("analyst", [t["crunch_numbers"]])
     async with h.live(agent, tool_thread_pool_config=ToolThreadPoolConfig()) as agen:
         model.say_live(call("crunch_numbers", "call-crunch", seconds=30.0))
@@ -805,5 +693,5 @@ async def run_concurrent_mixed(plugins: Sequence[BasePlugin], *, runs: int, call
     return list(await asyncio.gather(*(one(r) for r in range(runs))))
 
 
-__all__ = ["SCENARIOS", "Probe", "Scenario", "ScenarioRun", "run_concurrent_mixed",
-           "run_parallel_calls", "run_scenario"]
+__all__ = ["SCENARIOS", "Harness", "Probe", "Scenario", "ScenarioRun", "run_concurrent_mixed",
+           "run_parallel_calls", "run_scenario", "scenario_tools", "scripted_agent"]

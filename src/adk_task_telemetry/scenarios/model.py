@@ -34,7 +34,11 @@ class ScriptedLlm(BaseLlm):
     ``repeat``, starts over: the same turns for every run).
 
     For live runs, ``say_live()`` queues a response on the live connection; the
-    connection stays open, as a real one does, until it is closed.
+    connection stays open, as a real one does, until it is closed. Its ``receive()``
+    then ends at its next response; with ``live_ends_on_close`` at once, as a real
+    one's does (ADK closes it when the caller closes the live request queue).
+    ``live_connection``: a subclass of :class:`ScriptedLiveConnection` to use instead
+    (e.g. one whose ``receive()`` fails once closed, as google-genai's does).
     """
 
     model: str = "scripted"
@@ -43,12 +47,18 @@ class ScriptedLlm(BaseLlm):
     _repeat: bool = PrivateAttr(default=False)
     _live: asyncio.Queue[LlmResponse] | None = PrivateAttr(default=None)
     _received: list[types.Content] = PrivateAttr(default_factory=list)
+    _ends_on_close: bool = PrivateAttr(default=False)
+    _connection: type[ScriptedLiveConnection] = PrivateAttr()
 
     def __init__(self, turns: Sequence[Sequence[types.Part]] = (), *, repeat: bool = False,
+                 live_ends_on_close: bool = False,
+                 live_connection: type[ScriptedLiveConnection] | None = None,
                  **kw: Any) -> None:
         super().__init__(**kw)
         self._turns = [list(t) for t in turns]
         self._repeat = repeat
+        self._ends_on_close = live_ends_on_close
+        self._connection = live_connection or ScriptedLiveConnection
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -70,7 +80,8 @@ class ScriptedLlm(BaseLlm):
 
     @asynccontextmanager
     async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:  # type: ignore[override]
-        conn = ScriptedLiveConnection(self._queue(), self._received)
+        conn = self._connection(self._queue(), self._received,
+                                ends_on_close=self._ends_on_close)
         try:
             yield conn
         finally:
@@ -109,10 +120,18 @@ class PerRunLlm(BaseLlm):
 
 
 class ScriptedLiveConnection(BaseLlmConnection):
-    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content]) -> None:
+    """The live connection of :class:`ScriptedLlm`: yields what ``say_live()`` queued.
+
+    ``ends_on_close``: ``receive()`` ends as soon as ``close()`` is called (else at the
+    next queued response after it)."""
+
+    def __init__(self, queue: asyncio.Queue[LlmResponse], received: list[types.Content],
+                 *, ends_on_close: bool = False) -> None:
         self._queue = queue
         self._received = received
         self._closed = False
+        self._ends_on_close = ends_on_close
+        self._wake = asyncio.Event()
 
     async def send_history(self, history: list[types.Content]) -> None:
         return None
@@ -124,8 +143,22 @@ class ScriptedLiveConnection(BaseLlmConnection):
         return None
 
     async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        if not self._ends_on_close:
+            while not self._closed:
+                yield await self._queue.get()
+            return
         while not self._closed:
-            yield await self._queue.get()
+            get = asyncio.ensure_future(self._queue.get())
+            wake = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait([get, wake], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                wake.cancel()
+                if not get.done():
+                    get.cancel()
+            if get.done() and not get.cancelled():
+                yield get.result()
 
     async def close(self) -> None:
         self._closed = True
+        self._wake.set()
