@@ -23,10 +23,10 @@ from . import exit as _exit
 from . import plugin_order, pool_metrics
 from . import semconv as sc
 from .configure import settings
-from .metrics import MAX_SERIES, Series
+from .metrics import MAX_SERIES, Series, measured_outside_runs
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState
-from .tracker import Options, Tracker, register_shutdown
+from .records import OpenTask, RunRecord, TaskRecord, ToolIdentity, TrackerState, runs_begun
+from .tracker import Options, Tracker, register_shutdown, trackers
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -189,7 +189,7 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
-                await _exit.flush_after_close()
+                await _exit.flush_after_close(_activity())
         except Exception:
             self._tracker.failed("close")
 
@@ -331,6 +331,13 @@ class TaskTelemetryPlugin(BasePlugin):
         if redacted is None:
             return None
         return {key: to_attribute(redacted, self._max_arg)}
+
+
+def _activity() -> _exit.Activity:
+    """What may have recorded metrics since the last close (exit.Activity): every
+    plugin's runs (begun, and alive now) and its measurements outside runs."""
+    return _exit.Activity((runs_begun(), measured_outside_runs()),
+                          any(t.state().runs for t in trackers()))
 
 
 def _call_id(tool_context: ToolContext) -> str:

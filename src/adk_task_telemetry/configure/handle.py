@@ -71,6 +71,7 @@ class TelemetryHandle:
         self.prometheus_host: str | None = prom.host if prom else None
         self._shut = False
         self._lock = threading.Lock()
+        self._drops_collected = 0  # export drops counted at the last metrics hand-over
 
     @property
     def shut(self) -> bool:
@@ -117,12 +118,19 @@ class TelemetryHandle:
     def _owns(self, provider: object) -> bool:
         return self._setup is not None and any(provider is p for p in self._setup.owned())
 
-    def _flush_for_exit(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
+    def _flush_for_exit(self, start: float, *, final: bool, metrics: bool = True
+                        ) -> list[_exit.Unfinished]:
         if final:
             return self._finish(start, _exit.LIVE_BUDGET_S, stop_server=False)
         if self._setup is None or self._shut:
             return []
-        self._hand_over(final=False, timeout_millis=EXIT_TIMEOUT_MS)
+        # A drop is counted in a metric of ours: it is new since the last collection.
+        drops = sum(sum(s.buffer.dropped.values()) for s in self._senders())
+        if drops != self._drops_collected:
+            metrics = True
+        if metrics:
+            self._drops_collected = drops
+        self._hand_over(final=False, timeout_millis=EXIT_TIMEOUT_MS, metrics=metrics)
         left = []
         for s in self._senders():
             # A signal known dead is not waited for: the next close would wait again.
@@ -145,9 +153,10 @@ class TelemetryHandle:
         """Sends now and waits; stops waiting at a failure of this flush's attempts."""
         return bool(sender.wait_sent(deadline, give_up_on_failure_after=sender.kick()))
 
-    def _hand_over(self, *, final: bool, timeout_millis: int) -> None:
+    def _hand_over(self, *, final: bool, timeout_millis: int, metrics: bool = True) -> None:
         """Moves what the SDK's processors and readers hold into our senders (our
-        exporters only buffer: this does not wait on the network)."""
+        exporters only buffer: this does not wait on the network). ``metrics`` False:
+        the readers are not collected (nothing was recorded since they last were)."""
         setup = self._setup
         assert setup is not None
         if final:
@@ -159,8 +168,8 @@ class TelemetryHandle:
         for provider in (setup.tracer_provider, setup.logger_provider):
             if provider is not None:
                 provider.force_flush(timeout_millis)
-        for reader in setup.push_readers:  # a pull reader is collected only by its scrape
-            reader.force_flush(timeout_millis)
+        for reader in setup.push_readers if metrics else ():
+            reader.force_flush(timeout_millis)  # a pull reader: only by its scrape
         for _, proc in setup.attached:
             proc.force_flush(timeout_millis)
 
@@ -217,8 +226,9 @@ class ExitSide:
     def owns(self, provider: object) -> bool:
         return self._handle._owns(provider)
 
-    def flush(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
-        return self._handle._flush_for_exit(start, final=final)
+    def flush(self, start: float, *, final: bool, metrics: bool = True
+              ) -> list[_exit.Unfinished]:
+        return self._handle._flush_for_exit(start, final=final, metrics=metrics)
 
 
 def _quietly(step: Any) -> None:
