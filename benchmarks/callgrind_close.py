@@ -145,3 +145,47 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def markdown() -> list[str]:
+    """docs/benchmarks.md's section on what a close's flush costs, from the recorded runs
+    (``--record before|after``): each step net of ``none`` (the toggling alone)."""
+    path = RESULTS / "close_callgrind.json"
+    if not path.exists():
+        return []
+    lines = ["## What a Runner's close flushes, and what it costs (issue 24)", "",
+             "`python -m benchmarks.callgrind_close --record after` (`before`: the same with "
+             "the engine of the round before on `PYTHONPATH`). A plugin's `close()` flushes "
+             "what was recorded when no run of it is busy: ADK's server closes its runners "
+             "before uvicorn dies by a re-raised SIGTERM, so atexit never runs and the "
+             "close is the last chance. In instructions (callgrind, all threads), per "
+             "step, net of the toggling alone: `idle` is the step again with nothing "
+             "recorded since (back-to-back closes), `after run` right after one run of 10 "
+             "tool tasks (about 25 spans and their metric points: a Runner per request). "
+             "The providers are the hot path's (SDK batch processors with no-op exporters, "
+             "a MeterProvider with an in-memory reader). What each signal costs: the "
+             "batch processors of traces and logs export what they hold, nothing when "
+             "empty; a metric collection costs the same however little changed (every "
+             "instrument of the provider, ADK's included). So a close now collects "
+             "metrics only when something may have been recorded since the last close's "
+             "collection (a run began or was still going on, or a measurement was taken "
+             "outside any run: an orphan's end; with configure_telemetry()'s pipeline also "
+             "an export drop), and a close that comes while a flush waits to start shares "
+             "it.", "",
+             "| google-adk | engine | step | idle | after run |", "|---|---|---|---|---|"]
+    for key, r in sorted(json.loads(path.read_text()).items()):
+        adk, label = key.split()
+        none = r.get("none", {})
+        for step in ("traces", "metrics", "logs", "flush", "close"):
+            if step not in r:
+                continue
+            cells = []
+            for scenario in SCENARIOS:
+                v = r[step].get(scenario)
+                cells.append("" if v is None else
+                             f"{max(0.0, v - none.get(scenario, 0.0)) / 1e3:,.0f}k")
+            name = {"flush": "`exit.flush()` (everything)",
+                    "close": "the plugin's `close()`"}.get(step, f"{step} `force_flush`")
+            lines.append(f"| {adk} | {label} ({r.get('commit', '?')}) | {name} | "
+                         f"{cells[0]} | {cells[1]} |")
+    return [*lines, ""]

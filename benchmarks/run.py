@@ -37,6 +37,7 @@ from typing import Any
 from .bench_curve import markdown as curve_markdown
 from .bench_hot_path import markdown as hot_path_markdown
 from .bench_orphans import markdown as orphans_markdown
+from .callgrind_close import markdown as close_markdown
 from .callgrind_hot_path import markdown as per_request_markdown
 from .common import (
     NullPlugin,
@@ -743,6 +744,7 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         "",
         *hot_path_markdown(),
         *per_request_markdown(),
+        *close_markdown(),
         *curve_markdown(),
         *orphans_markdown(),
         "## The section benchmarks (`benchmarks.run`)",
