@@ -264,13 +264,35 @@ async def flush_after_close(activity: Activity | None = None) -> None:
         fut = _worker.close_flush(_metrics_due(activity))
         if fut is None:
             return
-        await asyncio.wait([asyncio.wrap_future(fut)],
-                           timeout=LIVE_BUDGET_S + INTERRUPT_GRACE_S)
+        await _done_or_timeout(fut, LIVE_BUDGET_S + INTERRUPT_GRACE_S)
         if not fut.done() or fut.exception() is not None or fut.result() is not True:
             _metrics_failed()  # not all out: the next close flushes metrics again
     except Exception:  # never raise into ADK's close
         _metrics_failed()
         logger.debug("flush at plugin close failed", exc_info=True)
+
+
+async def _done_or_timeout(fut: concurrent.futures.Future[object], timeout: float) -> None:
+    """Waits for the worker's ``fut`` at most ``timeout`` s without blocking the loop
+    (what ``asyncio.wait([wrap_future(fut)], timeout=...)`` does, with fewer steps: a
+    Runner per request pays it at every close)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def done(_: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(wake)
+
+    timer = loop.call_later(timeout, wake)
+    fut.add_done_callback(done)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
 
 
 def nobody_installed(provider: object) -> bool:
