@@ -262,11 +262,12 @@ async def flush_after_close(activity: Activity | None = None) -> None:
     took is not taken again; what came after it is). No thread is started per close."""
     try:
         fut = _worker.close_flush(_metrics_due(activity))
-        if fut is None:
+        if fut is None:  # no worker (interpreter shutdown): the exit flushes everything
+            _metrics_failed()
             return
         await _done_or_timeout(fut, LIVE_BUDGET_S + INTERRUPT_GRACE_S)
-        if not fut.done() or fut.exception() is not None or fut.result() is not True:
-            _metrics_failed()  # not all out: the next close flushes metrics again
+        if not fut.done():
+            _metrics_failed()  # not out within the budget: the next close flushes again
     except Exception:  # never raise into ADK's close
         _metrics_failed()
         logger.debug("flush at plugin close failed", exc_info=True)
@@ -444,7 +445,13 @@ class _CloseFlush:
         with _worker._lock:
             self.started = True
             with_metrics = self.with_metrics
-        return _flush(False, with_metrics)
+        ok = False
+        try:
+            ok = _flush(False, with_metrics)
+        finally:
+            if not ok:  # not all out (or it raised): the next close flushes metrics again
+                _metrics_failed()
+        return ok
 
 
 _worker = _Worker()
