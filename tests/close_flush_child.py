@@ -9,7 +9,10 @@ run in between:
 2. the orphan ends (``orphan_lifetime`` gets a point, ``orphans_alive`` goes to 0:
    metrics recorded outside any run, nothing else);
 3. a second Runner on the same App closes: its flush must send those metrics;
-4. a third closes right after it, with nothing new.
+4. the application records a metric of its own (outside any run: no plugin sees it)
+   into the MeterProvider configure_telemetry() installed, and a third Runner closes:
+   its flush must send it;
+5. a fourth closes right after it, with nothing new.
 
 After each close it prints the metric batches sent so far; then it dies with
 ``os._exit`` (as a server that uvicorn's re-raised SIGTERM kills: no atexit, no
@@ -71,6 +74,12 @@ async def main(endpoint: str) -> dict[str, Any]:
     while plugin.state().orphans:  # the orphan's end reaches the plugin by done-callback
         await asyncio.sleep(0)
     out["orphans_after_release"] = plugin.state().orphans
+    await Runner(app=app, session_service=sessions).close()
+    out["metrics_sent"].append(sent())
+    # The application's own metric, outside any run: no plugin sees it.
+    from opentelemetry import metrics
+
+    metrics.get_meter("the_app").create_counter("app.jobs").add(1)
     for _ in range(2):
         await Runner(app=app, session_service=sessions).close()
         out["metrics_sent"].append(sent())

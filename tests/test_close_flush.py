@@ -3,10 +3,12 @@
 A close flushes when no run is busy (a server's last close comes right before uvicorn
 dies by SIGTERM, with no atexit). It collects metrics only when something may have
 been recorded since the last close's collection: a run began or was alive, or a
-measurement was taken outside any run. The child (tests/close_flush_child.py) records
-metrics between two closes with no run at all (an orphan that ends after its run and
-after the first close), then dies without atexit: the second close must have sent
-them, and a third close right after it has nothing new to collect. Every assertion is
+measurement was taken outside any run, or anything was recorded into the MeterProvider
+configure_telemetry() built. The child (tests/close_flush_child.py) records metrics
+between closes with no run at all (an orphan that ends after its run and after the
+first close; then a metric of the application's own), then dies without atexit: the
+close after each must have sent it, and a close right after that has nothing new to
+collect. Every assertion is
 on what a real OTLP/HTTP receiver decoded, or on the export's own counts.
 """
 
@@ -48,12 +50,16 @@ def test_a_close_sends_what_an_orphan_recorded_after_the_last_close() -> None:
         receiver.stop()
     assert result["orphans_after_run"] == 1
     assert result["orphans_after_release"] == 0
-    first, second, third = result["metrics_sent"]
+    first, second, third, fourth = result["metrics_sent"]
     assert first >= 1  # the first close sent the run's metrics
     assert second == first + 1  # the orphan's end, recorded after it: sent by the next
-    assert third == second  # nothing recorded since: no collection, nothing sent
+    assert third == second + 1  # the application's own metric, recorded outside runs
+    assert fourth == third  # nothing recorded since: no collection, nothing sent
     lifetime = _points(rx, "adk.tool_task.orphan_lifetime")
     assert [p.count for p in lifetime][-1:] == [1], lifetime
     alive = [(attrs(p.attributes)["gen_ai.tool.name"], p.as_int)
              for p in _points(rx, "adk.tool_task.orphans_alive")]
     assert alive[-1:] == [("spawner", 0)], alive
+    app_jobs = [p.as_int for _, m in rx.metric_list("the_app") if m.name == "app.jobs"
+                for p in m.sum.data_points]
+    assert app_jobs[-1:] == [1], app_jobs

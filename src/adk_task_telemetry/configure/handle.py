@@ -72,6 +72,7 @@ class TelemetryHandle:
         self._shut = False
         self._lock = threading.Lock()
         self._drops_collected = 0  # export drops counted at the last metrics hand-over
+        self._recorded_collected = 0  # measurements counted then (providers.RecordedSince)
 
     @property
     def shut(self) -> bool:
@@ -124,12 +125,16 @@ class TelemetryHandle:
             return self._finish(start, _exit.LIVE_BUDGET_S, stop_server=False)
         if self._setup is None or self._shut:
             return []
-        # A drop is counted in a metric of ours: it is new since the last collection.
+        # Anything recorded into our MeterProvider since its last collection for a
+        # close (the application's own measurements too; a drop is counted in one of
+        # ours) needs a collection, whatever the plugins saw.
+        recorded = self._setup.recorded
+        count = recorded.count if recorded is not None else 0
         drops = sum(sum(s.buffer.dropped.values()) for s in self._senders())
-        if drops != self._drops_collected:
+        if drops != self._drops_collected or count != self._recorded_collected:
             metrics = True
-        if metrics:
-            self._drops_collected = drops
+        if metrics:  # read before collecting: what comes during it is seen next time
+            self._drops_collected, self._recorded_collected = drops, count
         self._hand_over(final=False, timeout_millis=EXIT_TIMEOUT_MS, metrics=metrics)
         left = []
         for s in self._senders():
@@ -168,8 +173,15 @@ class TelemetryHandle:
         for provider in (setup.tracer_provider, setup.logger_provider):
             if provider is not None:
                 provider.force_flush(timeout_millis)
-        for reader in setup.push_readers if metrics else ():
-            reader.force_flush(timeout_millis)  # a pull reader: only by its scrape
+        if metrics and setup.push_readers:  # a pull reader is collected by its scrape
+            if setup.recorded is not None:  # this collection's own callbacks: not news
+                setup.recorded.collector = threading.get_ident()
+            try:
+                for reader in setup.push_readers:
+                    reader.force_flush(timeout_millis)
+            finally:
+                if setup.recorded is not None:
+                    setup.recorded.collector = -1
         for _, proc in setup.attached:
             proc.force_flush(timeout_millis)
 
