@@ -169,9 +169,9 @@ def markdown() -> list[str]:
              "instrument of the provider, ADK's included). So a close now collects "
              "metrics only when something may have been recorded since the last close's "
              "collection (a run began or was still going on, or a measurement was taken "
-             "outside any run: an orphan's end; with configure_telemetry()'s pipeline also "
-             "an export drop), and a close that comes while a flush waits to start shares "
-             "it.", "",
+             "outside any run: an orphan's end; with configure_telemetry()'s MeterProvider, "
+             "anything recorded into it, which its exemplar filter counts), and a close "
+             "that comes while a flush waits to start shares it.", "",
              "| google-adk | engine | step | idle | after run |", "|---|---|---|---|---|"]
     for key, r in sorted(json.loads(path.read_text()).items()):
         adk, label = key.split()
