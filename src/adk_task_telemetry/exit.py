@@ -83,7 +83,7 @@ class Pipeline(Protocol):
         """Sends what is buffered, in the calling thread, each signal to its own
         deadline from ``start``; ``final``: then stops, drops and counts the rest.
         ``metrics`` False (a close with no metric recorded since the last): traces and
-        logs only, unless the pipeline itself recorded metrics meanwhile (drops)."""
+        logs only, unless the pipeline saw a measurement in its own MeterProvider."""
         ...
 
 
