@@ -40,6 +40,7 @@ from .bench_hot_path import markdown as hot_path_markdown
 from .bench_memory import markdown as memory_markdown
 from .bench_orphans import markdown as orphans_markdown
 from .bench_server import markdown as server_markdown
+from .callgrind_close import markdown as close_markdown
 from .callgrind_hot_path import markdown as per_request_markdown
 from .common import (
     NullPlugin,
@@ -749,6 +750,7 @@ def render_markdown(res: dict[str, Any], command: str | None = None) -> str:
         "",
         *hot_path_markdown(),
         *per_request_markdown(),
+        *close_markdown(),
         *curve_markdown(),
         *orphans_markdown(),
         *memory_markdown(),

@@ -80,9 +80,11 @@ class Pipeline(Protocol):
         """Whether ``provider`` is one this pipeline built (flushed by ``flush``)."""
         ...
 
-    def flush(self, start: float, *, final: bool) -> list[Unfinished]:
+    def flush(self, start: float, *, final: bool, metrics: bool = True) -> list[Unfinished]:
         """Sends what is buffered, in the calling thread, each signal to its own
-        deadline from ``start``; ``final``: then stops, drops and counts the rest."""
+        deadline from ``start``; ``final``: then stops, drops and counts the rest.
+        ``metrics`` False (a close with no metric recorded since the last): traces and
+        logs only, unless the pipeline saw a measurement in its own MeterProvider."""
         ...
 
 
@@ -94,6 +96,23 @@ _plugin_meter_provider: Any = None
 _prev_sigterm: Any = None
 _in_exit = False
 _exited = False
+#: What the last close that flushed metrics saw (``Activity``); None: flush them next.
+_metrics_seen: Activity | None = None
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What a plugin's close tells the flush about metrics since the last close.
+
+    ``recorded``: a value that changes whenever a metric may have been recorded outside
+    a run that is still going on (the runs begun in the process, the measurements taken
+    after a run's end); ``runs_alive``: runs of any plugin still going on (they may
+    record more). ADK records its own metrics inside runs, ours are recorded in runs or
+    counted in ``recorded``: equal ``recorded`` and no run alive at the last close mean
+    no metric changed since that close's collection began."""
+
+    recorded: tuple[int, ...]
+    runs_alive: bool
 
 
 def register(pipeline: Pipeline) -> None:
@@ -212,18 +231,70 @@ def flush(final: bool = False) -> bool:
     return _flush(final=final)
 
 
-async def flush_after_close() -> None:
+def _metrics_due(activity: Activity | None) -> bool:
+    """Whether a close must flush metrics: unless ``activity`` shows that nothing was
+    recorded since the last close that flushed them (and no run was alive then)."""
+    global _metrics_seen
+    with _lock:
+        seen = _metrics_seen
+        due = (activity is None or seen is None or seen.runs_alive
+               or seen.recorded != activity.recorded)
+        if due:
+            _metrics_seen = activity  # taken before its collection begins
+        return due
+
+
+def _metrics_failed() -> None:
+    global _metrics_seen
+    with _lock:
+        _metrics_seen = None
+
+
+async def flush_after_close(activity: Activity | None = None) -> None:
     """Plugin close: the flush runs in this module's worker thread, so the event loop
-    is not blocked; waits at most the budget (ADK gives close() 5 s). Closes that
-    come while one flush runs share it: no thread is started per close."""
+    is not blocked; waits at most the budget (ADK gives close() 5 s).
+
+    What it costs is what is new: the batch processors of traces and logs export what
+    they hold (nothing, after a close with nothing since), and metrics, whose
+    collection costs the same however little changed, are collected only when
+    ``activity`` says something may have been recorded since the last close's
+    collection (None: always). Closes that come while a flush waits to start share it;
+    one that comes while a flush runs gets the next one (what the running one already
+    took is not taken again; what came after it is). No thread is started per close."""
     try:
-        fut = _worker.close_flush()
-        if fut is None:
+        fut = _worker.close_flush(_metrics_due(activity))
+        if fut is None:  # no worker (interpreter shutdown): the exit flushes everything
+            _metrics_failed()
             return
-        await asyncio.wait([asyncio.wrap_future(fut)],
-                           timeout=LIVE_BUDGET_S + INTERRUPT_GRACE_S)
+        await _done_or_timeout(fut, LIVE_BUDGET_S + INTERRUPT_GRACE_S)
+        if not fut.done():
+            _metrics_failed()  # not out within the budget: the next close flushes again
     except Exception:  # never raise into ADK's close
+        _metrics_failed()
         logger.debug("flush at plugin close failed", exc_info=True)
+
+
+async def _done_or_timeout(fut: concurrent.futures.Future[object], timeout: float) -> None:
+    """Waits for the worker's ``fut`` at most ``timeout`` s without blocking the loop
+    (what ``asyncio.wait([wrap_future(fut)], timeout=...)`` does, with fewer steps: a
+    Runner per request pays it at every close)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def done(_: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(wake)
+
+    timer = loop.call_later(timeout, wake)
+    fut.add_done_callback(done)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
 
 
 def records_nothing(provider: object) -> bool:
@@ -234,12 +305,15 @@ def records_nothing(provider: object) -> bool:
                    _logs.NoOpLoggerProvider))
 
 
-def _foreign_providers(pipelines: list[Pipeline]) -> list[tuple[str, Any]]:
+def _foreign_providers(pipelines: list[Pipeline], with_metrics: bool = True
+                       ) -> list[tuple[str, Any]]:
     """Global SDK providers that no pipeline of ours owns (ADK's, the application's)."""
     out: list[tuple[str, Any]] = []
     for signal_name, provider in (("traces", trace.get_tracer_provider()),
                                   ("metrics", metrics.get_meter_provider()),
                                   ("logs", _logs.get_logger_provider())):
+        if signal_name == "metrics" and not with_metrics:
+            continue
         if records_nothing(provider):
             continue
         if not callable(getattr(provider, "force_flush", None)):
@@ -250,7 +324,7 @@ def _foreign_providers(pipelines: list[Pipeline]) -> list[tuple[str, Any]]:
     return out
 
 
-def _flush(final: bool) -> bool:
+def _flush(final: bool, with_metrics: bool = True) -> bool:
     start = time.monotonic()
     with _lock:
         pipelines = list(_pipelines)
@@ -259,12 +333,13 @@ def _flush(final: bool) -> bool:
     ms = int(SHORT_BUDGET_S * 1000)
     jobs = [(f"{name} of the existing {type(p).__name__}",
              _force_flush(p, ms) if _worker.is_current() else _worker.submit(_force_flush, p, ms))
-            for name, p in _foreign_providers(pipelines)]
+            for name, p in _foreign_providers(pipelines, with_metrics or final)]
     left: list[Unfinished] = []
     for p in pipelines:
         try:
-            left.extend(p.flush(start, final=final))
+            left.extend(p.flush(start, final=final, metrics=with_metrics or final))
         except Exception:
+            left.append(Unfinished("a pipeline", "its flush failed"))
             logger.debug("flush failed", exc_info=True)
     for what, job in jobs:
         if not isinstance(job, concurrent.futures.Future):
@@ -294,7 +369,7 @@ class _Worker:
                                             concurrent.futures.Future[object]]] = (
             queue.SimpleQueue())
         self._thread: threading.Thread | None = None
-        self._close: concurrent.futures.Future[object] | None = None
+        self._close: _CloseFlush | None = None
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -321,14 +396,22 @@ class _Worker:
         self._jobs.put((fn, args, fut))
         return fut
 
-    def close_flush(self) -> concurrent.futures.Future[object] | None:
-        """The flush of a runner close; one that is still pending is shared."""
+    def close_flush(self, with_metrics: bool) -> concurrent.futures.Future[object] | None:
+        """The flush of a runner close. One that has not started yet is shared (and
+        flushes metrics if any of its closes needs them); one that runs already is
+        not: what was recorded after it took its share would be left behind."""
         with self._lock:
-            if self._close is not None and not self._close.done():
-                return self._close
-        fut = self.submit(_flush, False)
+            job = self._close
+            if job is not None and not job.started:
+                job.with_metrics = job.with_metrics or with_metrics
+                return job.future
+        job = _CloseFlush(with_metrics)
+        fut = self.submit(job)
+        if fut is None:
+            return None
+        job.future = fut
         with self._lock:
-            self._close = fut
+            self._close = job
         return fut
 
     def _run(self) -> None:
@@ -340,6 +423,27 @@ class _Worker:
                 fut.set_result(fn(*args))
             except BaseException as exc:  # the worker outlives every job
                 fut.set_exception(exc)
+
+
+class _CloseFlush:
+    """One close's flush, queued in the worker; closes share it until it starts."""
+
+    def __init__(self, with_metrics: bool) -> None:
+        self.with_metrics = with_metrics
+        self.started = False
+        self.future: concurrent.futures.Future[object] | None = None
+
+    def __call__(self) -> bool:
+        with _worker._lock:
+            self.started = True
+            with_metrics = self.with_metrics
+        ok = False
+        try:
+            ok = _flush(False, with_metrics)
+        finally:
+            if not ok:  # not all out (or it raised): the next close flushes metrics again
+                _metrics_failed()
+        return ok
 
 
 _worker = _Worker()

@@ -40,6 +40,17 @@ def end_attributes(attrs: dict[str, Any], outcome: str,
     return attrs
 
 
+#: Measurements taken after their run's end (an orphan's end), every Metrics' together.
+_outside_runs = 0
+
+
+def measured_outside_runs() -> int:
+    """How many measurements were taken outside any run so far: with the runs begun and
+    alive, what a plugin's close reads to tell whether a metric changed since the last
+    (every other measurement of ours is taken inside a run)."""
+    return _outside_runs
+
+
 class Series:
     """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
     counts behind ``started`` and ``active``."""
@@ -135,6 +146,8 @@ class Metrics:
         self._orphans_alive.add(1, series.attrs)
 
     def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
+        global _outside_runs
+        _outside_runs += 1
         self._orphans_alive.add(-1, series.attrs)
         self._orphan_lifetime.record(seconds, end_attributes({**series.attrs}, outcome),
                                      context=_exemplar_context(span))

@@ -24,9 +24,16 @@ from . import exit as _exit
 from . import plugin_order, pool_metrics, registry
 from . import semconv as sc
 from .configure import settings
-from .metrics import MAX_SERIES, Series
+from .metrics import MAX_SERIES, Series, measured_outside_runs
 from .privacy import Redactor, default_redactor, to_attribute
-from .records import OpenTask, RunStart, TaskRecord, ToolIdentity, TrackerState
+from .records import (
+    OpenTask,
+    RunStart,
+    TaskRecord,
+    ToolIdentity,
+    TrackerState,
+    runs_begun,
+)
 from .tracker import Options, RunUnknown, Tracker
 
 if TYPE_CHECKING:
@@ -191,7 +198,7 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
-                await _exit.flush_after_close()
+                await _exit.flush_after_close(_activity())
         except Exception:
             self._tracker.failed("close")
 
@@ -341,6 +348,13 @@ class TaskTelemetryPlugin(BasePlugin):
         if redacted is None:
             return None
         return {key: to_attribute(redacted, self._max_arg)}
+
+
+def _activity() -> _exit.Activity:
+    """What may have recorded metrics since the last close (exit.Activity): every
+    plugin's runs (begun, and alive now) and its measurements outside runs."""
+    return _exit.Activity((runs_begun(), measured_outside_runs()),
+                          registry.any_run_alive())
 
 
 def _call_id(tool_context: ToolContext) -> str:

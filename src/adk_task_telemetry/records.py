@@ -196,6 +196,16 @@ class RunHolder:
         self.parent = parent
 
 
+#: Runs begun in this process, every tracker's (``runs_begun``).
+_runs_begun = 0
+
+
+def runs_begun() -> int:
+    """How many runs began in this process so far: a plugin's close flushes metrics only
+    when a run began (ADK records its own metrics inside runs), or ran, since the last."""
+    return _runs_begun
+
+
 class RunRecord:
     """One run (one ``run_async``/``run_live`` call), however ADK names it. ``driver``
     is the task running the run's current step, held weakly: a caller's finished task
@@ -212,6 +222,8 @@ class RunRecord:
 
     def __init__(self, tracker: RecordOwner, invocation_id: str, app_name: str,
                  conversation_id: str | None) -> None:
+        global _runs_begun
+        _runs_begun += 1
         self.tracker = tracker
         self.invocation_id = invocation_id
         self.app_name = app_name

@@ -15,6 +15,7 @@ import weakref
 from typing import Protocol
 
 from . import exit as _exit
+from .records import TrackerState
 
 
 class Sweepable(Protocol):
@@ -22,6 +23,10 @@ class Sweepable(Protocol):
 
     def shutdown(self) -> int:
         """Ends every run now; returns the number of orphans it reported."""
+        ...
+
+    def state(self) -> TrackerState:
+        """What it holds now (its runs alive among it)."""
         ...
 
 
@@ -34,6 +39,12 @@ def add(tracker: Sweepable) -> None:
 
 def trackers() -> list[Sweepable]:
     return list(_trackers)
+
+
+def any_run_alive() -> bool:
+    """Whether any tracker holds a run now (a plugin's close reads it: ADK records
+    its own metrics inside runs)."""
+    return any(t.state().runs for t in list(_trackers))
 
 
 def shutdown_all() -> int:

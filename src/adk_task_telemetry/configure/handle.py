@@ -73,6 +73,8 @@ class TelemetryHandle:
         self.prometheus_host: str | None = prom.host if prom else None
         self._shut = False
         self._lock = threading.Lock()
+        self._drops_collected = 0  # export drops counted at the last metrics hand-over
+        self._recorded_collected = 0  # measurements counted then (providers.RecordedSince)
 
     @property
     def shut(self) -> bool:
@@ -119,12 +121,23 @@ class TelemetryHandle:
     def _owns(self, provider: object) -> bool:
         return self._setup is not None and any(provider is p for p in self._setup.owned())
 
-    def _flush_for_exit(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
+    def _flush_for_exit(self, start: float, *, final: bool, metrics: bool = True
+                        ) -> list[_exit.Unfinished]:
         if final:
             return self._finish(start, _exit.LIVE_BUDGET_S, stop_server=False)
         if self._setup is None or self._shut:
             return []
-        self._hand_over(final=False, timeout_millis=EXIT_TIMEOUT_MS)
+        # Anything recorded into our MeterProvider since its last collection for a
+        # close (the application's own measurements too; a drop is counted in one of
+        # ours) needs a collection, whatever the plugins saw.
+        recorded = self._setup.recorded
+        count = recorded.count if recorded is not None else 0
+        drops = sum(sum(s.buffer.dropped.values()) for s in self._senders())
+        if drops != self._drops_collected or count != self._recorded_collected:
+            metrics = True
+        if metrics:  # read before collecting: what comes during it is seen next time
+            self._drops_collected, self._recorded_collected = drops, count
+        self._hand_over(final=False, timeout_millis=EXIT_TIMEOUT_MS, metrics=metrics)
         left = []
         for s in self._senders():
             # A signal known dead is not waited for: the next close would wait again.
@@ -147,9 +160,10 @@ class TelemetryHandle:
         """Sends now and waits; stops waiting at a failure of this flush's attempts."""
         return bool(sender.wait_sent(deadline, give_up_on_failure_after=sender.kick()))
 
-    def _hand_over(self, *, final: bool, timeout_millis: int) -> None:
+    def _hand_over(self, *, final: bool, timeout_millis: int, metrics: bool = True) -> None:
         """Moves what the SDK's processors and readers hold into our senders (our
-        exporters only buffer: this does not wait on the network)."""
+        exporters only buffer: this does not wait on the network). ``metrics`` False:
+        the readers are not collected (nothing was recorded since they last were)."""
         setup = self._setup
         assert setup is not None
         if final:
@@ -161,8 +175,15 @@ class TelemetryHandle:
         for provider in (setup.tracer_provider, setup.logger_provider):
             if provider is not None:
                 provider.force_flush(timeout_millis)
-        for reader in setup.push_readers:  # a pull reader is collected only by its scrape
-            reader.force_flush(timeout_millis)
+        if metrics and setup.push_readers:  # a pull reader is collected by its scrape
+            if setup.recorded is not None:  # this collection's own callbacks: not news
+                setup.recorded.collector = threading.get_ident()
+            try:
+                for reader in setup.push_readers:
+                    reader.force_flush(timeout_millis)
+            finally:
+                if setup.recorded is not None:
+                    setup.recorded.collector = -1
         for _, proc in setup.attached:
             proc.force_flush(timeout_millis)
 
@@ -219,8 +240,9 @@ class ExitSide:
     def owns(self, provider: object) -> bool:
         return self._handle._owns(provider)
 
-    def flush(self, start: float, *, final: bool) -> list[_exit.Unfinished]:
-        return self._handle._flush_for_exit(start, final=final)
+    def flush(self, start: float, *, final: bool, metrics: bool = True
+              ) -> list[_exit.Unfinished]:
+        return self._handle._flush_for_exit(start, final=final, metrics=metrics)
 
 
 def _quietly(step: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from opentelemetry.sdk.metrics import (
     AlwaysOffExemplarFilter,
     AlwaysOnExemplarFilter,
     Counter,
+    ExemplarFilter,
     Histogram,
     MeterProvider,
     ObservableCounter,
@@ -116,6 +118,8 @@ class Setup:
     prometheus: prometheus.PrometheusEndpoint | None = None
     log_handler: logging.Handler | None = None
     quiet: QuietExporterLogs | None = None
+    #: Counts the measurements recorded into our MeterProvider (None: no such provider).
+    recorded: RecordedSince | None = None
 
     def owned(self) -> list[Any]:
         return [p for p in (self.tracer_provider, self.meter_provider, self.logger_provider)
@@ -286,9 +290,9 @@ class _Build:
             setup.prometheus = prometheus.start(asked.prometheus_host, asked.prometheus_port)
             if setup.prometheus is not None:
                 readers.append(setup.prometheus.reader)
+        setup.recorded = RecordedSince(_exemplar_filter(asked.exemplar_filter))
         mp = MeterProvider(metric_readers=readers, resource=setup.resource,
-                           shutdown_on_exit=False,
-                           exemplar_filter=_exemplar_filter(asked.exemplar_filter))
+                           shutdown_on_exit=False, exemplar_filter=setup.recorded)
         setup.meter_provider = mp
         if is_new:
             if asked.install:
@@ -357,6 +361,25 @@ def _cumulative() -> dict[type, AggregationTemporality] | None:
     c = AggregationTemporality.CUMULATIVE
     return {Counter: c, UpDownCounter: c, Histogram: c, ObservableCounter: c,
             ObservableUpDownCounter: c, ObservableGauge: c}
+
+
+class RecordedSince(ExemplarFilter):
+    """The exemplar filter of our MeterProvider, which the SDK asks once for every
+    measurement, anyone's (ADK's, the application's, ours): it also counts them, so
+    that a Runner's close collects metrics only when something was recorded since the
+    last collection. Measurements made in the thread that collects now (the
+    observable callbacks of that collection) are not counted."""
+
+    def __init__(self, inner: ExemplarFilter) -> None:
+        self._inner = inner
+        self.count = 0
+        self.collector = -1  # the thread collecting for a close, while it does
+
+    def should_sample(self, value: Any, time_unix_nano: int, attributes: Any,
+                      context: Any) -> bool:
+        if threading.get_ident() != self.collector:
+            self.count += 1
+        return self._inner.should_sample(value, time_unix_nano, attributes, context)
 
 
 def _exemplar_filter(name: str) -> Any:
