@@ -37,10 +37,6 @@ def add(tracker: Sweepable) -> None:
     _trackers.add(tracker)
 
 
-def trackers() -> list[Sweepable]:
-    return list(_trackers)
-
-
 def any_run_alive() -> bool:
     """Whether any tracker holds a run now (a plugin's close reads it: ADK records
     its own metrics inside runs)."""
