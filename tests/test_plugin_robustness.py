@@ -169,12 +169,12 @@ async def test_close_leaves_runs_in_progress_alone_and_is_idempotent(
     """Runner.close() may call close() twice, or while a run is still going: a run in
     progress is not over (close does not stop it), so nothing is reported."""
     plugin = telemetry.plugin()
-    started = asyncio.Event()
+    probe = testing.Probe()
 
     async def slow(tool_context: Any = None) -> dict[str, str]:
-        """Takes its time."""
-        started.set()
-        await asyncio.sleep(30)
+        """Runs until the test cancels it."""
+        probe.enter(tool_context, "slow")
+        await asyncio.Event().wait()
         return {}
 
     agent = LlmAgent(name="clerk", model=ScriptedLlm([[call("slow", "c-slow")]]),
@@ -190,7 +190,7 @@ async def test_close_leaves_runs_in_progress_alone_and_is_idempotent(
             pass
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(started.wait(), 5)
+    await probe.wait_started("c-slow", timeout=120)  # a bound for a stuck run only
     await plugin.close()
     await plugin.close()
     assert telemetry.tool_spans() == []

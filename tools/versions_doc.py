@@ -1,30 +1,46 @@
-"""Writes docs/versions.md from what `make matrix` recorded.
+"""Writes docs/versions.md from what `make matrix` recorded, and the version tables of
+README.md and docs/thread-pool.md from adk_compat's ``HOLDS_ON``.
 
 Usage: python tools/versions_doc.py MATRIX_DIR LOG_DIR OUTPUT VERSION...
+       python tools/versions_doc.py --tables [--check]
 
 MATRIX_DIR holds, per google-adk version, ``<v>.json`` (tools/version_report.py: the
 tools' ground truth and the plugin's report for every scenario, and the feature
 probes) and ``<v>.rc`` (the lifecycle tests' exit status). LOG_DIR holds the
 ``*.result`` line of each lifecycle run (the Python interpreters' included).
+
+``--tables`` rewrites each marked table (``TABLES``; the marker line is this tool's)::
+
+    <!-- versions:begin NAME: written by tools/versions_doc.py --tables from ... -->
+    | ... |
+    <!-- versions:end -->
+
+Its rows' google-adk ranges are computed from ``HOLDS_ON`` over the minors the Makefile
+tests (``ADK_MINORS``), so a range is never typed twice. ``--check`` changes nothing and
+exits 1, with a diff, if a committed table differs (tests/test_docs_versions.py).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _version_facts() -> ModuleType:
     """adk_compat's version facts (``HOLDS_ON``, ``OLDEST_SUPPORTED_ADK``), the owner of
     every range below, loaded by path: it imports nothing (google-adk need not be
     installed in the interpreter that writes the doc)."""
-    path = (Path(__file__).resolve().parent.parent / "src" / "adk_task_telemetry"
-            / "adk_compat" / "versions.py")
+    path = ROOT / "src" / "adk_task_telemetry" / "adk_compat" / "versions.py"
     spec = importlib.util.spec_from_file_location("_adk_versions", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -260,5 +276,149 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
     output.write_text("\n".join(lines) + "\n")
 
 
+# --- the version tables of README.md and docs/thread-pool.md --------------------------
+
+Minor = tuple[int, int]
+
+
+def tested_minors() -> list[Minor]:
+    """The google-adk minors ``make matrix`` runs (the Makefile's ``ADK_MINORS``), in
+    order: the releases a range of a table can name."""
+    text = (ROOT / "Makefile").read_text()
+    m = re.search(r"^ADK_MINORS \?=((?:.*\\\n)*.*)$", text, re.M)
+    assert m is not None, "the Makefile sets no ADK_MINORS"
+    return [_FACTS.parse_version(v)[:2] for v in m[1].replace("\\", " ").split()]
+
+
+def holds(probe: str, minor: Minor) -> bool:
+    return bool(_FACTS.holds(probe, (*minor, 0)))
+
+
+def ranges(minors: list[Minor], sep: str) -> str:
+    """``minors`` (in ADK_MINORS order) as runs of consecutive tested minors: "1.14 to
+    1.23, 2.0 to 2.7" (``sep`` between the ends of a run), "1.39"."""
+    tested = tested_minors()
+    runs: list[list[Minor]] = []
+    for minor in minors:
+        if runs and tested.index(minor) == tested.index(runs[-1][-1]) + 1:
+            runs[-1].append(minor)
+        else:
+            runs.append([minor])
+    name = "{}.{}".format
+    return ", ".join(name(*r[0]) if len(r) == 1 else f"{name(*r[0])}{sep}{name(*r[-1])}"
+                     for r in runs)
+
+
+def _end_trigger(minor: Minor) -> str:
+    """How the plugin hears a live run's end on ``minor`` (the ``adk.run.end_trigger``)."""
+    if holds("live_run_has_own_task", minor):
+        return "run_task_done"
+    if holds("live_run_end_hook", minor):
+        return "live_teardown"
+    raise ValueError(f"HOLDS_ON gives no live run end signal on {minor}: say what the "
+                     "plugin reports there")
+
+
+def _seed_bug(minor: Minor) -> tuple[str, str]:
+    """README's row for ``minor``: ADK issue 7058 by the tools' own record, and what the
+    plugin reports (the seed_bug scenario: two streaming calls, the caller leaves)."""
+    if holds("background_tool_registry", minor):
+        return "fixed: both calls cancelled", "no orphan"
+    if holds("live_teardown_cancels_background_tools", minor):
+        return ("the first call keeps running",
+                f"one orphan, when the live run ends (`{_end_trigger(minor)}`)")
+    return ("both calls keep running (teardown stops no streaming tool)",
+            f"two orphans, when the live run ends (`{_end_trigger(minor)}`)")
+
+
+def _thread_pool(minor: Minor) -> tuple[str, str]:
+    """docs/thread-pool.md's row for ``minor``: where ADK runs a synchronous tool given
+    ``tool_thread_pool_config``, and what the plugin shows of it."""
+    if not holds("tool_thread_pool", minor):
+        return "no such setting", "nothing changes (no hook)"
+    if holds("run_async_tool_thread_pool", minor):
+        return ("run_async and live calls on the pool",
+                "thread orphans in both (checked on 2.11, 2.12, 2.13; Python 3.10 with "
+                "2.11, 3.13 with 2.13)")
+    if not holds("live_calls_run_plugin_callbacks", minor):
+        return ("live calls on the pool; run_async on the event loop",
+                "ADK calls no plugin callback for a live call: no task to bind (hook "
+                "installed, idle)")
+    return ("live calls on the pool; run_async on the event loop",
+            "live: thread orphans (`live_thread_pool`; checked on 1.33, 1.39.1, 2.0, 2.5, "
+            "2.9.2, 2.10); run_async: an ordinary call")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of a doc whose rows are the tested minors grouped by ``row``."""
+
+    name: str
+    doc: str  # relative to the repository
+    header: str  # the header line and the separator line
+    row: Callable[[Minor], tuple[str, ...]]
+    sep: str  # between the ends of a range
+    newest_first: bool  # rows by their oldest minor, newest or oldest first
+
+    def render(self) -> str:
+        groups: dict[tuple[str, ...], list[Minor]] = {}
+        for minor in tested_minors():
+            groups.setdefault(self.row(minor), []).append(minor)
+        order = sorted(groups.items(), key=lambda g: min(g[1]), reverse=self.newest_first)
+        rows = [f"| {ranges(minors, self.sep)} | {' | '.join(cells)} |"
+                for cells, minors in order]
+        return "\n".join([self.header, *rows]) + "\n"
+
+
+TABLES = (
+    Table("seed-bug", "README.md",
+          "| google-adk | seed bug (the tools' own record) | what the plugin reports |\n"
+          "|---|---|---|", _seed_bug, "-", newest_first=True),
+    Table("thread-pool", "docs/thread-pool.md",
+          "| google-adk | synchronous `FunctionTool` with `tool_thread_pool_config` | "
+          "what the plugin shows |\n|---|---|---|", _thread_pool, " to ", newest_first=False),
+)
+_BEGIN = "<!-- versions:begin {}: written by tools/versions_doc.py --tables from " \
+         "adk_compat/versions.py -->"
+_END = "<!-- versions:end -->"
+
+
+def committed(table: Table) -> tuple[list[str], int, int]:
+    """The lines of ``table``'s doc, and the indexes of its marker lines."""
+    lines = (ROOT / table.doc).read_text().splitlines()
+    begin = _BEGIN.format(table.name)
+    if begin not in lines:
+        raise ValueError(f"{table.doc} has no line {begin}")
+    i = lines.index(begin)
+    j = lines.index(_END, i)
+    return lines, i, j
+
+
+def stale(table: Table) -> list[str]:
+    """A diff of ``table``'s committed copy against HOLDS_ON's; empty when current."""
+    lines, i, j = committed(table)
+    return list(difflib.unified_diff(lines[i + 1:j], table.render().splitlines(),
+                                     f"{table.doc} ({table.name})", "HOLDS_ON", lineterm=""))
+
+
+def write_tables(check: bool) -> int:
+    status = 0
+    for table in TABLES:
+        diff = stale(table)
+        if not diff:
+            continue
+        if check:
+            print("\n".join(diff))
+            status = 1
+            continue
+        lines, i, j = committed(table)
+        lines[i + 1:j] = table.render().splitlines()
+        (ROOT / table.doc).write_text("\n".join(lines) + "\n")
+        print(f"{table.doc}: {table.name} written")
+    return status
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--tables"]:
+        sys.exit(write_tables(check=sys.argv[2:] == ["--check"]))
     main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:])

@@ -94,7 +94,7 @@ class AdkTaskTelemetryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._hook.uninstall()
             self._hook = None
         if self._plugin is not None:  # ADK's process-wide hooks, where no other plugin
-            self._plugin._unhook()    # needs them
+            self._plugin.unhook()     # needs them
 
     def _shared_plugin(self) -> TaskTelemetryPlugin:
         """Created when a runner first needs it, not in instrument(): an app that lists

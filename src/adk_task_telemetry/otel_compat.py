@@ -15,9 +15,9 @@ exists. Checked on opentelemetry-api/-sdk 1.37.0 (the lowest bound), 1.41.1, 1.4
   reads too. Ours mirror the OTLP exporter they hand batches to, which resolved
   ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` itself.
 
-Elsewhere, not moved here yet: the tracker learns from a sampler's
-``get_description()`` whether a child span would be dropped (no API says), and
-``adk_compat`` reads ADK's source with ``inspect.getsource`` (ADK's, not OTel's).
+Not here: whether a sampler drops a child span is asked through its public
+``should_sample`` (task_spans.py); ``adk_compat`` reads ADK's source with
+``inspect.getsource`` (ADK's, not OTel's).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class TaskTelemetryPlugin(BasePlugin):
         # ADK's process-wide hooks (adk_compat) stay while this plugin lives: a
         # Runner's start and close never install or undo them (a Runner per request
         # would pay for both on every run). Undone when the last plugin is collected,
-        # or at an explicit uninstrument (``_unhook``).
+        # or at an explicit uninstrument (``unhook``).
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
         self._hooked = True
@@ -202,9 +202,12 @@ class TaskTelemetryPlugin(BasePlugin):
         except Exception:
             self._tracker.failed("close")
 
-    def _unhook(self) -> None:
-        """Stops hearing ADK's hooks (the instrumentor's ``uninstrument``): the last
-        plugin to stop undoes them. A run this plugin serves later hooks it again."""
+    def unhook(self) -> None:
+        """Stops hearing ADK's process-wide hooks (adk_compat) before this plugin is
+        collected: the instrumentor's ``uninstrument()`` calls it, so that ADK's
+        functions are its own again once no other plugin needs the hooks (the last
+        plugin to stop undoes them). Idempotent. A run this plugin serves later hooks
+        it again (``before_run_callback``)."""
         self._hooked = False
         compat.remove_live_listener(self)
         compat.remove_thread_work_listener(self)

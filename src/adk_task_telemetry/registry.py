@@ -1,4 +1,4 @@
-"""Every tracker of the process, and their sweep at process exit.
+"""Every tracker of the process: whether any holds a run, and their sweep at process exit.
 
 A tracker adds itself here when it is made (held weakly: a plugin that is gone takes
 its tracker with it). Each plugin made puts ``shutdown_all`` on exit.py's ordered
@@ -34,11 +34,8 @@ _trackers: weakref.WeakSet[Sweepable] = weakref.WeakSet()
 
 
 def add(tracker: Sweepable) -> None:
+    """A tracker was made (held weakly: it goes with its plugin)."""
     _trackers.add(tracker)
-
-
-def trackers() -> list[Sweepable]:
-    return list(_trackers)
 
 
 def any_run_alive() -> bool:

@@ -23,11 +23,10 @@ import logging
 import threading
 from collections.abc import Mapping
 
-from .. import exit as _exit
 from .. import semconv as sc
 from . import settings
 from .export import SignalStatus
-from .handle import TelemetryHandle
+from .handle import TelemetryHandle, flush_at_exit
 from .providers import Asked, build
 
 __all__ = ["SignalStatus", "TelemetryHandle", "configure_telemetry", "detached"]
@@ -91,7 +90,7 @@ def configure_telemetry(
             otlp_explicit=otlp is not None)
         handle = TelemetryHandle(build(asked))
         _active = handle
-        _exit.register(handle._exit_side)
+        flush_at_exit(handle)
         return handle
 
 

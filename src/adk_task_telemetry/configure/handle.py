@@ -1,5 +1,7 @@
 """TelemetryHandle: what configure_telemetry() set up; flush it, shut it down, ask how
-its export is doing. It is also the pipeline that exit.py flushes (``exit.Pipeline``).
+its export is doing. Its ``ExitSide`` is the pipeline that exit.py flushes
+(``exit.Pipeline``; ``flush_at_exit`` registers it), so that the exit protocol stays
+off the public handle.
 
 A flush never starts a thread and never calls an exporter itself: it hands what the
 SDK holds to the signals' senders (their threads were started with the setup) and
@@ -53,7 +55,7 @@ class TelemetryHandle:
     def __init__(self, setup: Setup | None = None) -> None:
         self.enabled = setup is not None
         self._setup = setup
-        # What configure_telemetry() registers with exit.py for this handle.
+        # What configure_telemetry() registers with exit.py (``flush_at_exit``).
         self._exit_side = ExitSide(self)
         self.tracer_provider: TracerProvider | None = setup.tracer_provider if setup else None
         self.meter_provider: MeterProvider | None = setup.meter_provider if setup else None
@@ -243,6 +245,13 @@ class ExitSide:
     def flush(self, start: float, *, final: bool, metrics: bool = True
               ) -> list[_exit.Unfinished]:
         return self._handle._flush_for_exit(start, final=final, metrics=metrics)
+
+
+def flush_at_exit(handle: TelemetryHandle) -> None:
+    """Puts ``handle`` on exit.py's list (its ``ExitSide``), for configure_telemetry():
+    a detached handle (benchmarks) is flushed only when its owner says so.
+    ``shutdown()`` takes it off again."""
+    _exit.register(handle._exit_side)
 
 
 def _quietly(step: Any) -> None:

@@ -1,6 +1,8 @@
 """Resolution of configure_telemetry() settings: explicit argument, then variable.
 
-The only module that reads the environment (the names: ``variables.py``). Pure
+The only module that reads the telemetry's variables (the names: ``variables.py``);
+the one other reader of the environment is the CLI's dispatch, for the terminal
+conventions ``NO_COLOR`` and ``TERM`` (``cli.dispatch.colour_mode``). Pure
 functions over a mapping (``os.environ`` by default), so that the precedence
 documented in docs/configuration.md can be tested without touching any global.
 """
