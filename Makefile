@@ -380,14 +380,17 @@ dashboards: rules $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python dashboards/adk_task_telemetry.py
 
 # --- docs: every captured output in README.md and docs/*.md (tools/docs_capture.py) ---
+# Then the version tables from adk_compat/versions.py (tools/versions_doc.py --tables).
 # Runs each block's command on the google-adk version it names (its .venvs/adk-<version>)
 # and rewrites the blocks whose output changed; docs-check only compares (tests/test_docs.py
 # does the same inside `make test`).
 docs: venvs
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS)
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/versions_doc.py --tables
 
 docs-check: venvs
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS) --check
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/versions_doc.py --tables --check
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache
