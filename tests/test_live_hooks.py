@@ -182,7 +182,7 @@ async def test_only_the_invocations_own_plugins_hear_the_hooks(telemetry: Teleme
 class _FailsAtTheEnd(TaskTelemetryPlugin):
     """Fails in what the run-end hook calls."""
 
-    def _on_live_teardown(self, invocation_context: Any) -> None:
+    def live_run_ended(self, invocation_context: Any) -> None:
         raise RuntimeError("listener fails at the live run's end")
 
 

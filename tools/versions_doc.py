@@ -109,7 +109,7 @@ HOOKS = [
      "generator back) the generator ADK reads is wrapped; when it ends (the caller's "
      "`aclose()`, the queue closed, an error, a cancelled consumer), after the agent's "
      "whole teardown, each listener plugin of the invocation hears "
-     "`_on_live_teardown(ctx)`: trigger `live_teardown`. ADK looks it up when the run "
+     "`live_run_ended(ctx)`: trigger `live_teardown`. ADK looks it up when the run "
      "starts, after `before_run_callback`, where a plugin that an uninstrument "
      "unhooked listens again"),
     ("`google.adk.flows.llm_flows.functions._process_function_live_helper`",

@@ -212,15 +212,18 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.remove_live_listener(self)
         compat.remove_thread_work_listener(self)
 
-    def _on_live_teardown(self, invocation_context: InvocationContext) -> None:
+    def live_run_ended(self, invocation_context: InvocationContext) -> None:
         """A live run ended on an ADK that gives plugins no signal there
         (``compat.LIVE_RUN_END_HOOK``; the releases are ``compat.HOLDS_ON``): adk_compat's
-        hook on that release's live path calls this."""
+        hook on that release's live path calls this (``compat.LiveRunListener``); not
+        for applications to call."""
         self._run_ended(invocation_context, sc.EndTrigger.LIVE_TEARDOWN)
 
-    def _on_thread_work(self, work: Future[Any]) -> None:
-        """ADK queued a synchronous callable on its tool thread pool (adk_compat), from
-        the task it runs in: a tool call's, whose end now waits for the thread too."""
+    def thread_work_queued(self, work: Future[Any]) -> None:
+        """ADK queued a synchronous callable on its tool thread pool, from the task it
+        runs in: a tool call's, whose end now waits for the thread too. adk_compat's hook
+        on the pool calls this (``compat.ThreadWorkListener``); not for applications to
+        call."""
         try:
             record = self._tracker.current()
             if record is not None:

@@ -86,6 +86,7 @@ from .access import (
 )
 from .ledger import function_parts, unanswered_in_session
 from .live_path import (
+    LiveRunListener,
     add_live_teardown_listener,
     keep_listening,
     live_hooks,
@@ -128,6 +129,7 @@ from .signals import (
     works_in_background,
 )
 from .thread_pool import (
+    ThreadWorkListener,
     add_thread_work_listener,
     remove_thread_work_listener,
     tool_pool_usage,
@@ -171,6 +173,8 @@ __all__ = [
     "RUNNER_CLOSES_PLUGINS",
     "RUN_ASYNC_USES_TOOL_THREAD_POOL",
     "STEP_KINDS",
+    "LiveRunListener",
+    "ThreadWorkListener",
     "add_live_teardown_listener",
     "add_thread_work_listener",
     "agent_name_of",

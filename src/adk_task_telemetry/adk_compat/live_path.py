@@ -20,7 +20,7 @@ import logging
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .. import semconv as _sc
 from .access import is_live
@@ -38,11 +38,18 @@ _installed: dict[tuple[Any, str], tuple[Any, Any]] = {}
 _hook_lock = threading.RLock()
 
 
-def add_live_teardown_listener(listener: Any) -> None:
+class LiveRunListener(Protocol):
+    """What hears a live run's end where ADK tells plugins nothing (a TaskTelemetryPlugin;
+    its tool callbacks hear the live calls)."""
+
+    def live_run_ended(self, invocation_context: Any) -> None: ...
+
+
+def add_live_teardown_listener(listener: LiveRunListener) -> None:
     """Makes ``listener`` (a TaskTelemetryPlugin) hear what this ADK does not tell
     plugins on its live path, installing the hooks it needs:
 
-    - the end of a live run, as ``listener._on_live_teardown(ctx)`` (LIVE_RUN_END_HOOK);
+    - the end of a live run, as ``listener.live_run_ended(ctx)`` (LIVE_RUN_END_HOOK);
     - live tool calls, as its own ``before_tool_callback``, ``after_tool_callback`` and
       ``on_tool_error_callback``, where ADK calls no plugin callback for a live call
       (LIVE_TOOL_HOOK).
@@ -152,7 +159,7 @@ async def _until_live_run_ends(events: Any, ctx: Any) -> AsyncGenerator[Any, Non
         finally:
             for listener in _listeners_of(ctx):
                 try:
-                    listener._on_live_teardown(ctx)
+                    listener.live_run_ended(ctx)
                 except Exception:  # never break ADK's teardown
                     logger.debug("live run end listener failed", exc_info=True)
 

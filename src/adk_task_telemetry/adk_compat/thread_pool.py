@@ -20,7 +20,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .. import semconv as _sc
 from .probes import HAS_TOOL_THREAD_POOL, POOL_GETTER
@@ -30,6 +30,12 @@ logger = logging.getLogger(_sc.LOGGER_NAME)
 _GETTER_NAME = "_get_tool_thread_pool"
 #: The listeners, weakly: a tuple, so that a submission reads it without a lock or a
 #: copy (WeakSet iteration costs more than the rest of the hook).
+class ThreadWorkListener(Protocol):
+    """What hears the tool thread pool's submissions (a TaskTelemetryPlugin)."""
+
+    def thread_work_queued(self, work: Any) -> None: ...
+
+
 _pool_listeners: tuple[weakref.ref[Any], ...] = ()
 #: Pools seen, each with its submissions not done yet (the saturation gauges).
 _pools: weakref.WeakKeyDictionary[Any, _PoolSubmit] = weakref.WeakKeyDictionary()
@@ -61,14 +67,14 @@ class _PoolSubmit:
             for ref in _pool_listeners:
                 listener = ref()
                 if listener is not None:
-                    listener._on_thread_work(work)
+                    listener.thread_work_queued(work)
         except Exception:  # never break ADK's call
             logger.debug("thread work listener failed", exc_info=True)
         return work
 
 
-def add_thread_work_listener(listener: Any) -> None:
-    """Calls ``listener._on_thread_work(future)`` for each callable ADK submits to its
+def add_thread_work_listener(listener: ThreadWorkListener) -> None:
+    """Calls ``listener.thread_work_queued(future)`` for each callable ADK submits to its
     tool thread pool: on the event loop's thread, in the submitting task's context
     (a tool call's task), right after the callable was queued.
 
