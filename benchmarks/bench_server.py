@@ -1,7 +1,7 @@
 """ADK's own server at saturation (issue 24): requests per second with the plugin and
 export on, against the same server without them.
 
-    python -m benchmarks.bench_server              # 3 server pairs x 4 pairs of 5 s blocks
+    python -m benchmarks.bench_server              # 4 server sets x 6 rounds of 3 s blocks
     python -m benchmarks.bench_server --quick      # 1 pair of 1 s blocks (a smoke run)
     python -m benchmarks.bench_server --record     # also benchmarks/results/server.json
 
@@ -68,7 +68,7 @@ class Plan:
     work: int = WORK  # integer rounds per tool call
 
 
-FULL = Plan(3, 4, 5.0, 2.0, 16)
+FULL = Plan(4, 6, 3.0, 2.0, 16)
 QUICK = Plan(1, 1, 1.0, 0.5, 8, ("bare", "export"))
 
 
@@ -87,6 +87,21 @@ def _loop_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/task/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _schedstat(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of thread ``tid`` of
+    ``pid``, or of every thread of ``pid`` (Linux /proc/.../schedstat, nanoseconds)."""
+    tids = [tid] if tid is not None else [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    run = wait = 0
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                r, w, _ = f.read().split()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        run, wait = run + int(r), wait + int(w)
+    return run / 1e9, wait / 1e9
 
 
 def _pin(cpu: int | None) -> Any:
@@ -150,7 +165,10 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.bench_server", "--serve", str(self.port),
                  str(agents)], stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd=str(tmp), preexec_fn=_pin(cpu))
+                cwd=str(tmp), preexec_fn=_pin(cpu),
+                # A session of its own: its own scheduler group (autogroup), so that its
+                # share of the core does not grow with its number of threads.
+                start_new_session=True)
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         import httpx
@@ -167,9 +185,13 @@ class Server:
             time.sleep(0.2)
         raise RuntimeError(f"{self.arm} server did not start:\n{self.log_path.read_text()}")
 
-    def cpu(self) -> tuple[float, float]:
-        """(CPU seconds of every thread, of the event loop's thread)."""
-        return _cpu_seconds(self.proc.pid), _loop_cpu_seconds(self.proc.pid)
+    def cpu(self) -> tuple[float, float, float, float]:
+        """(CPU seconds of every thread, of the event loop's thread; seconds the event
+        loop's thread was runnable and waited for the CPU, and on the CPU, by the
+        scheduler's own accounting)."""
+        pid = self.proc.pid
+        run, wait = _schedstat(pid, pid)
+        return _cpu_seconds(pid), _loop_cpu_seconds(pid), wait, run
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -233,10 +255,15 @@ async def _load(server: Server, seconds: float, concurrency: int) -> dict[str, A
         wall = time.perf_counter() - t0
         c1 = server.cpu()
     cpu, loop = c1[0] - c0[0], c1[1] - c0[1]
+    waited, ran = c1[2] - c0[2], c1[3] - c0[3]
     return {"runs_per_s": in_window / seconds, "runs": total, "failed": bad,
             "server_cpu_ms_per_run": cpu / max(total, 1) * 1e3,
             "loop_cpu_ms_per_run": loop / max(total, 1) * 1e3,
-            "server_busy": cpu / wall}
+            "server_busy": cpu / wall,
+            # The event loop's thread: waiting for the CPU (others on its core: the
+            # machine's other work, the server's own export threads) and idle (waiting
+            # for requests: the server was not saturated).
+            "loop_waiting": waited / wall, "loop_idle": max(0.0, 1 - (waited + ran) / wall)}
 
 
 # --- the comparison ----------------------------------------------------------------
@@ -297,7 +324,9 @@ def _measure(plan: Plan, pin: bool, arms: tuple[str, ...] = ARMS,
                             f"{arm} {pair[arm]['runs_per_s']:.1f} runs/s "
                             f"({pair[arm]['server_cpu_ms_per_run']:.2f} ms CPU/run, "
                             f"loop {pair[arm]['loop_cpu_ms_per_run']:.2f}, "
-                            f"busy {pair[arm]['server_busy']:.2f})" for arm in arms),
+                            f"busy {pair[arm]['server_busy']:.2f}, loop waiting "
+                            f"{pair[arm]['loop_waiting']:.2f}, idle "
+                            f"{pair[arm]['loop_idle']:.2f})" for arm in arms),
                             flush=True)
                     if profile_to is not None:
                         import httpx
@@ -332,8 +361,8 @@ def _measure(plan: Plan, pin: bool, arms: tuple[str, ...] = ARMS,
                                                 for b in blocks]) for arm in arms},
         "loop_cpu_ms_per_run": {arm: _spread([b[arm]["loop_cpu_ms_per_run"]
                                               for b in blocks]) for arm in arms},
-        "server_busy": {arm: _spread([b[arm]["server_busy"] for b in blocks])
-                        for arm in arms},
+        **{key: {arm: _spread([b[arm][key] for b in blocks]) for arm in arms}
+           for key in ("server_busy", "loop_waiting", "loop_idle")},
         "failed_runs": sum(b[arm]["failed"] for b in blocks for arm in arms),
         "export": {"runs": export_runs, "tool_task_spans_expected": want,
                    "tool_task_spans_received": got["tool_task_spans"],
