@@ -23,9 +23,14 @@ goes to each in turn, the order reversing from round to round, and every few rou
 all servers are replaced by fresh ones. Each round gives each arm's ratio to the
 bare block of the same round, in runs per second and in the server process's CPU
 time per run (every thread, from /proc; the event loop's thread apart); the median
-and spread over the rounds are reported. With two or more CPUs the servers are
-pinned to CPU 0, the clients and the receiver to CPU 1. At the end the receiver must
-have every ``tool_task`` span the export arm's runs made.
+and spread over the rounds are reported. With two or more CPUs each server is pinned
+to CPU 0 (its export threads compete with its event loop there, as on a one-core
+container) and started in a session of its own (its own scheduler group, so its share
+of the core does not grow with its number of threads), the clients and the receiver
+pinned to CPU 1. From the scheduler's accounting (/proc schedstat) each block also
+gives the share of the time the server's event loop was idle (waiting for requests:
+near 0 means saturated) and waiting for the CPU (taken by other work on its core). At
+the end the receiver must have every ``tool_task`` span the export arm's runs made.
 """
 
 from __future__ import annotations
@@ -419,12 +424,31 @@ def _profiled(app: Any, to: Path) -> None:
     """--profile: routes that start cProfile (thread CPU time) on the event loop's
     thread, and write its statistics and every thread's CPU time."""
     import cProfile
+    import gc
     import pstats
 
     profile = cProfile.Profile(time.thread_time)  # CPU time: the machine is shared
+    # The collector's time by generation, while profiling: a collection is billed by
+    # cProfile to whatever call allocated last, so it is counted apart here.
+    gc_time: dict[str, float] = {}
+    gc_started = [0.0]
+    on = [False]
+
+    def collecting(phase: str, info: dict[str, int]) -> None:
+        if not on[0]:
+            return
+        if phase == "start":
+            gc_started[0] = time.thread_time()
+            return
+        key = f"gc-gen{info['generation']}"
+        gc_time[key + "-s"] = gc_time.get(key + "-s", 0.0) + time.thread_time() - gc_started[0]
+        gc_time[key + "-n"] = gc_time.get(key + "-n", 0) + 1
+
+    gc.callbacks.append(collecting)
 
     @app.post("/_bench/profile")
     async def start() -> None:  # on the event loop's thread, which it profiles
+        on[0] = True
         profile.enable()
 
     @app.get("/_bench/profile")
@@ -434,7 +458,8 @@ def _profiled(app: Any, to: Path) -> None:
             pstats.Stats(profile, stream=f).sort_stats("cumulative").print_stats(80)
             pstats.Stats(profile, stream=f).sort_stats("tottime").print_stats(60)
         profile.dump_stats(str(to / f"profile-{os.getpid()}.prof"))
-        return _threads_cpu()
+        on[0] = False
+        return {**_threads_cpu(), **{k: round(v, 3) for k, v in gc_time.items()}}
 
 
 def _receive() -> None:
@@ -556,24 +581,32 @@ _PROFILE = [
     "and OpenSpanProcessor's two dictionary operations a span.", ""]
 
 def _verdict(r: dict[str, Any]) -> list[str]:
-    """The goal (issue 24: at least 0.95), read from the CPU time per run."""
+    """The goal (issue 24: at least 0.95), read from runs per second at saturation, with
+    the CPU time per run as the cross-check."""
     cpu = r["server_cpu_ms_per_run"]
     bare = cpu["bare"]["median"]
     added = cpu["export"]["median"] - bare
-    busy = r["server_busy"]
+    rps = r["ratio_runs_per_s"]["export"]["median"]
     est = r["ratio_cpu_per_run"]["export"]["median"]
-    met = "met" if est >= 0.95 else "not met"
-    return [f"**Goal, at least 0.95: {met} by the CPU figure ({est:.3f}).** The servers "
-            f"got about a third of a core (the busy share: {busy['bare']['median']:.2f} bare, "
-            f"{busy['export']['median']:.2f} plugin + export): the machine is shared, and "
-            "its scheduler gives each runnable thread a share, so the export arms' sender "
-            "threads win CPU time that the bare server is not given; their runs per second "
-            "are flattered by it, and their spread is wide. A saturated server with a core "
-            "of its own serves 1 / (CPU time per run) runs a second, so the CPU ratio is the "
-            f"estimate. Plugin + export add {added:.2f} ms of CPU a run to {bare:.2f} ms: the "
-            f"ratio is 0.95 or more for agents whose runs cost at least {added * 19:.0f} ms of "
-            "server CPU without them. The plugin without export adds "
-            f"{cpu['plugin']['median'] - bare:.2f} ms a run (two tool tasks).", ""]
+    met = "met" if rps >= 0.95 else "not met"
+    idle, waiting = r.get("loop_idle"), r.get("loop_waiting")
+    sat = ""
+    if idle and waiting:
+        w = [v["median"] for v in waiting.values()]
+        sat = (f"The servers were saturated: their event loop idle "
+               f"{max(v['median'] for v in idle.values()):.2f} of the time at most (median "
+               f"of an arm), and it waited for the CPU {min(w):.2f}-{max(w):.2f} of the "
+               "time (others' work "
+               "on its core: the machine is shared, hence the spread of runs per second "
+               "from one round to the next). ")
+    return [f"**Goal, at least 0.95: {met} ({rps:.3f} by runs per second at saturation; "
+            f"{est:.3f} by the server's CPU time per run).** " + sat +
+            f"Plugin + export add {added:.2f} ms of CPU a run to {bare:.2f} ms: the ratio is "
+            f"0.95 or more for agents whose runs cost at least {added * 19:.0f} ms of server "
+            "CPU without them. The plugin without export adds "
+            f"{cpu['plugin']['median'] - bare:.2f} ms a run (two tool tasks); exporting "
+            "ADK's own telemetry without the plugin adds "
+            f"{cpu['export_only']['median'] - bare:.2f} ms.", ""]
 
 
 _ARM_NAMES = {"bare": "bare (no plugin, no export)", "plugin": "plugin, no export",
@@ -597,9 +630,10 @@ def markdown() -> list[str]:
              f"{r['pairs_per_generation']} rounds of {r['block_seconds']:g} s blocks, "
              f"{r['concurrency']} clients); ratios are taken per round, against the bare "
              "block of the same round.", "",
-             "| arm | runs/s | x bare, runs/s (min-max) | server CPU ms/run | event-loop "
-             "thread ms/run | x bare, by CPU/run (min-max) | server's share of a core |",
-             "|---|---|---|---|---|---|---|"]
+             "| arm | runs/s | x bare, runs/s (IQR) | server CPU ms/run | event-loop "
+             "thread ms/run | x bare, by CPU/run (IQR) | server's share of a core | event "
+             "loop idle | event loop waiting for the CPU |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for arm in r["arms"]:
         rps, cpu = r["runs_per_s"][arm], r["server_cpu_ms_per_run"][arm]
         loop, busy = r["loop_cpu_ms_per_run"][arm], r["server_busy"][arm]
@@ -607,11 +641,15 @@ def markdown() -> list[str]:
             ratio_rps = ratio_cpu = "1"
         else:
             a, b = r["ratio_runs_per_s"][arm], r["ratio_cpu_per_run"][arm]
-            ratio_rps = f"{a['median']:.3f} ({a['min']:.2f}-{a['max']:.2f})"
-            ratio_cpu = f"{b['median']:.3f} ({b['min']:.2f}-{b['max']:.2f})"
+            ratio_rps = f"{a['median']:.3f} ({a['iqr']:.3f})"
+            ratio_cpu = f"{b['median']:.3f} ({b['iqr']:.3f})"
+        idle = r.get("loop_idle", {}).get(arm, {}).get("median")
+        waiting = r.get("loop_waiting", {}).get(arm, {}).get("median")
         lines.append(f"| {_ARM_NAMES.get(arm, arm)} | {rps['median']:.1f} | {ratio_rps} | "
                      f"{cpu['median']:.2f} | {loop['median']:.2f} | {ratio_cpu} | "
-                     f"{busy['median']:.2f} |")
+                     f"{busy['median']:.2f} | "
+                     + (f"{idle:.2f} | {waiting:.2f} |" if idle is not None
+                        and waiting is not None else "| |"))
     lines += ["", f"Plugin + export against bare: runs per second **{rr['median']:.3f}** "
               f"(IQR {rr['iqr']:.3f}), by the server's CPU time per run **{rc['median']:.3f}** "
               f"(IQR {rc['iqr']:.3f}). The receiver decoded "
