@@ -677,10 +677,13 @@ def markdown() -> list[str]:
                   f"{w['generations']},{w['pairs_per_generation']},{w['block_seconds']:g} "
                   f"--record`, {w['date']}, load average {w['loadavg_before']} before): "
                   f"{cpu['bare']['median']:.1f} ms of CPU a bare run, "
-                  f"{cpu['export']['median']:.1f} with plugin + export; ratio by CPU per run "
-                  f"**{b['median']:.3f}** (min {b['min']:.3f}, max {b['max']:.3f}, "
-                  f"{b['n']} rounds), by runs per second {a['median']:.3f} (min "
-                  f"{a['min']:.3f}, max {a['max']:.3f}).", ""]
+                  f"{cpu['export']['median']:.1f} with plugin + export; ratio by runs per "
+                  f"second **{a['median']:.3f}** (IQR {a['iqr']:.3f}, {a['n']} rounds), by "
+                  f"CPU per run {b['median']:.3f} (IQR {b['iqr']:.3f})"
+                  + "".join(f"; {_ARM_NAMES.get(arm, arm)}: "
+                            f"{w['ratio_runs_per_s'][arm]['median']:.3f} and "
+                            f"{w['ratio_cpu_per_run'][arm]['median']:.3f}"
+                            for arm in w["arms"] if arm not in ("bare", "export")) + ".", ""]
     lines += _PROFILE
     return lines
 
