@@ -26,12 +26,10 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import itertools
 import json
 import statistics
 import sys
 import time
-from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -49,28 +47,9 @@ def _model(tool: str, calls: int) -> Any:
     """A model that calls ``tool`` ``calls`` times in a run's first turn (unique call
     ids) and answers "done" once the responses are back: each run gets its own calls,
     however many runs share it."""
-    from google.adk.models.base_llm import BaseLlm
-    from google.adk.models.llm_request import LlmRequest
-    from google.adk.models.llm_response import LlmResponse
-    from google.genai import types
+    from adk_task_telemetry.testing import FanOutLlm
 
-    from adk_task_telemetry.scenarios.model import call, text
-
-    ids = itertools.count()
-
-    class CurveLlm(BaseLlm):
-        model: str = "curve"
-
-        async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
-                                         ) -> AsyncGenerator[LlmResponse, None]:
-            last = llm_request.contents[-1] if llm_request.contents else None
-            answered = last is not None and any(
-                p.function_response is not None for p in (last.parts or []))
-            parts = ([text("done")] if answered else
-                     [call(tool, f"{tool}-{next(ids)}", item=i) for i in range(calls)])
-            yield LlmResponse(content=types.Content(role="model", parts=parts))
-
-    return CurveLlm()
+    return FanOutLlm(tool, calls)
 
 
 class _Side:

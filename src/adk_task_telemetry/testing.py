@@ -143,3 +143,10 @@ def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
 # ``scenario_tools(probe)``, or runs a named scenario with ``run_scenario(name,
 # plugins)``; a ``Probe`` says which tool bodies still run (``pending()``) and how each
 # ended (``records``), never asking the plugin.
+
+# --- server ---
+# The benchmarks' load model: ``FanOutLlm(tool, calls)`` asks for ``calls`` parallel
+# calls of ``tool`` in a run's first turn and answers "done" once they are back,
+# reading the turn from the request, so one instance serves many concurrent runs (ADK's
+# server in benchmarks/bench_server.py, the held runs of benchmarks/bench_curve.py).
+from .scenarios import FanOutLlm as FanOutLlm  # noqa: E402

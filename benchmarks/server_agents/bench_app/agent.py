@@ -14,20 +14,14 @@ every call, whichever arm), then the model answers "done".
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.apps import App
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
-from google.genai import types
 
 from adk_task_telemetry import TaskTelemetryPlugin, configure_telemetry
-from adk_task_telemetry.scenarios.model import call, text
+from adk_task_telemetry.testing import FanOutLlm
 
 ARM = os.environ.get("BENCH_SERVER_ARM", "bare")
 CALLS = int(os.environ.get("BENCH_SERVER_CALLS", "2"))
@@ -48,27 +42,8 @@ def crunch(seed: int) -> dict[str, int]:
     return {"checksum": h}
 
 
-_ids = itertools.count()
-
-
-class CrunchLlm(BaseLlm):
-    """Calls ``crunch`` CALLS times in a run's first turn (unique call ids) and
-    answers "done" once the responses are back."""
-
-    model: str = "crunch"
-
-    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
-                                     ) -> AsyncGenerator[LlmResponse, None]:
-        last = llm_request.contents[-1] if llm_request.contents else None
-        answered = last is not None and any(
-            p.function_response is not None for p in (last.parts or []))
-        parts = ([text("done")] if answered else
-                 [call("crunch", f"crunch-{next(_ids)}", seed=i) for i in range(CALLS)])
-        yield LlmResponse(content=types.Content(role="model", parts=parts))
-
-
-root_agent = LlmAgent(name="cruncher", model=CrunchLlm(), instruction="scripted",
-                      tools=[crunch])
+root_agent = LlmAgent(name="cruncher", model=FanOutLlm("crunch", CALLS, arg="seed"),
+                      instruction="scripted", tools=[crunch])
 PLUGIN = TaskTelemetryPlugin() if ARM in ("plugin", "export") else None
 app = App(name="bench_app", root_agent=root_agent,
           plugins=[PLUGIN] if PLUGIN is not None else [])

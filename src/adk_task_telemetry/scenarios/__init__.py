@@ -17,9 +17,10 @@ from .library import (
     scenario_tools,
     scripted_agent,
 )
-from .model import RUN_TAG, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, call, text
+from .model import RUN_TAG, FanOutLlm, PerRunLlm, ScriptedLiveConnection, ScriptedLlm, call, text
 from .probe import Probe, TaskTruth
 
-__all__ = ["RUN_TAG", "SCENARIOS", "Harness", "PerRunLlm", "Probe", "Scenario", "ScenarioRun",
-           "ScriptedLiveConnection", "ScriptedLlm", "TaskTruth", "call", "run_concurrent_mixed",
-           "run_parallel_calls", "run_scenario", "scenario_tools", "scripted_agent", "text"]
+__all__ = ["RUN_TAG", "SCENARIOS", "FanOutLlm", "Harness", "PerRunLlm", "Probe", "Scenario",
+           "ScenarioRun", "ScriptedLiveConnection", "ScriptedLlm", "TaskTruth", "call",
+           "run_concurrent_mixed", "run_parallel_calls", "run_scenario", "scenario_tools",
+           "scripted_agent", "text"]

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+import itertools
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -86,6 +94,35 @@ class ScriptedLlm(BaseLlm):
             yield conn
         finally:
             await conn.close()
+
+
+class FanOutLlm(BaseLlm):
+    """A run's first model call asks for ``calls`` parallel calls of ``tool`` (unique
+    call ids, the argument ``arg`` set to 0, 1, ...); once their responses are back it
+    answers "done". Which turn it is comes from the request itself (its last content
+    holds function responses or not), never from a count of calls, so one instance
+    serves any number of concurrent runs and sessions: the benchmarks' load shape (a
+    server's agent, many runs held open)."""
+
+    model: str = "fan-out"
+    _tool: str = PrivateAttr()
+    _calls: int = PrivateAttr()
+    _arg: str = PrivateAttr()
+    _ids: Iterator[int] = PrivateAttr(default_factory=itertools.count)
+
+    def __init__(self, tool: str, calls: int, *, arg: str = "item", **kw: Any) -> None:
+        super().__init__(**kw)
+        self._tool, self._calls, self._arg = tool, calls, arg
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        last = llm_request.contents[-1] if llm_request.contents else None
+        answered = last is not None and any(
+            p.function_response is not None for p in (last.parts or []))
+        yield _response([text("done")] if answered else [
+            call(self._tool, f"{self._tool}-{next(self._ids)}", **{self._arg: i})
+            for i in range(self._calls)])
 
 
 #: Which run of a scenario the code running now belongs to (set by the scenario in
