@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,9 +154,6 @@ class Sender:
             return
         dropped = 0
         with buf.cond:
-            if buf.closed:  # shut down: like the SDK's processor, nothing more is taken
-                buf.inbox.clear()
-                return
             if spill:
                 dropped = buf.absorb()
             self._awake = True
@@ -400,6 +398,9 @@ class SpanHandOver(SpanProcessor):
         return True  # nothing is held here; the handle waits for the sender
 
     def shutdown(self) -> None:
+        # Like the SDK's processor, nothing more is taken: later spans go to a deque
+        # that keeps none (what the inbox holds now is still sent, or counted).
+        self._inbox = deque(maxlen=0)
         buf = self.sender.buffer
         with buf.cond:
             buf.closed = True  # the sender sends what is there until the handle stops it
