@@ -96,3 +96,18 @@ def test_a_flush_sends_what_there_is_and_an_unsampled_span_never(
     finally:
         handle.shutdown()
 
+
+
+def test_the_providers_force_flush_sends_what_there_is_at_once(
+        rx: HttpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tracer_provider.force_flush()`` (ADK's server, an application, exit.py for a
+    provider of others) made the SDK's processor hand its spans over at once: ours
+    sends them without waiting for a full batch or the delay."""
+    handle = _pipeline(rx, monkeypatch, batch=512, delay_ms=NEVER_MS)
+    try:
+        assert handle.tracer_provider is not None
+        _end_spans(handle, ["p", "q"])
+        assert handle.tracer_provider.force_flush() is True
+        assert rx.received.wait_for(lambda: _names(rx) == ["p", "q"]), _names(rx)
+    finally:
+        handle.shutdown()

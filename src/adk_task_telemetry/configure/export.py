@@ -109,6 +109,7 @@ class Sender:
         self.wake_at = self.batch if self._delay > 0 else 1
         self._due = 0.0  # when a partial batch goes (the delay after the last send)
         self._draining = 0  # flushes waiting: send what there is, however little
+        self._push = False  # a processor's force_flush: send what there is, once
         self._awake = False  # the sender was told that a batch is in the inbox
         self.buffer = Buffer(bounds, _SIZE_OF[self.signal],
                              unmeasured=2 * self.batch if batching else 0)
@@ -185,7 +186,8 @@ class Sender:
                         wait: float | None = self._delay or None  # an inbox is polled
                     elif self.failing and not self._kicked:
                         wait = self._next_try - now
-                    elif (n >= self.batch or self._kicked or self._draining or buf.closed):
+                    elif (n >= self.batch or self._kicked or self._draining or self._push
+                          or buf.closed):
                         break
                     else:
                         wait = self._due - now  # a partial batch waits for the delay
@@ -195,6 +197,8 @@ class Sender:
                     buf.cond.wait(wait)
                 self._kicked = False
                 batch = buf.take(self.batch)
+                if self._push and not buf.waiting():
+                    self._push = False  # all of what there was is out
                 self._due = now + self._delay
             self._attempt(batch)
 
@@ -281,6 +285,13 @@ class Sender:
 
     # --- flush, exit ---------------------------------------------------------------
 
+    def push(self) -> None:
+        """Send what is buffered now without waiting for a full batch or the delay
+        (what the SDK's BatchSpanProcessor.force_flush did); does not wait."""
+        with self.buffer.cond:
+            self._push = True
+            self.buffer.cond.notify_all()
+
     def kick(self) -> int:
         """Try now, even while failing (a flush asks); returns the attempts so far."""
         with self.buffer.cond:
@@ -353,7 +364,7 @@ def _restart(ref: weakref.ref[Sender]) -> None:
     sender = ref()
     if sender is not None:
         sender.buffer.reset()
-        sender._awake = False
+        sender._awake = sender._push = False
         sender._draining = 0
         sender._thread = sender._start()
 
@@ -395,7 +406,11 @@ class SpanHandOver(SpanProcessor):
             self.sender.wake()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True  # nothing is held here; the handle waits for the sender
+        """The spans ended so far go out now (as the SDK's BatchSpanProcessor would
+        hand them to its exporter); the network is not waited for (the handle's
+        force_flush waits for the sender)."""
+        self.sender.push()
+        return True
 
     def shutdown(self) -> None:
         # Like the SDK's processor, nothing more is taken: later spans go to a deque
