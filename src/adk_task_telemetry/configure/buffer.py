@@ -6,8 +6,8 @@ span, often the event loop's) and the signal's sender thread moves them into the
 buffer proper. Metric and log batches come from the SDK's reader and batch processor
 through ``put``. Either way the sender thread takes them out in order. Bounded by
 items and by bytes (an estimate of the OTLP encoding): past either bound the OLDEST
-items are dropped and counted. What goes out next is not measured (up to
-``unmeasured`` items at the front while nothing waits behind them measured): an item
+items are dropped and counted. What goes out next is not measured (spans taken in
+within the first ``unmeasured`` places, a batch put into an empty buffer): an item
 is measured only once it comes to wait behind a backlog, or its export fails and it
 is put back; measuring costs about a tenth of what encoding the span costs, for a
 bound that matters only once items wait (benchmarks/bench_export.py). Should the
@@ -36,8 +36,9 @@ BUFFER_FULL = sc.ExportDropReason.BUFFER_FULL
 
 class Buffer:
     """Items waiting to be sent, oldest first; at most one batch is out (in flight),
-    on top of the bounds. A size of None is an item not measured yet (only the batch
-    put into an empty buffer, at the front, or that batch in flight)."""
+    on top of the bounds. A size of None is an item not measured yet (the batch put
+    into an empty buffer, spans taken in within the first ``unmeasured`` places, the
+    batch in flight)."""
 
     def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int],
                  unmeasured: int = 0) -> None:
@@ -45,13 +46,13 @@ class Buffer:
         self._size_of = size_of
         #: Items appended one at a time, without the lock (spans); ``absorb`` moves them in.
         self.inbox: deque[Any] = deque()
-        #: How many inbox items may wait unmeasured at the front (the next batches).
+        #: Inbox items taken in unmeasured while fewer than this wait (the next batches).
         self._slack = unmeasured
         #: Inbox length at which the appending thread moves them in itself.
         self.spill_at = max(1, min(bounds.items, 2048))
         self._items: deque[tuple[Any, int | None]] = deque()
         self._bytes = 0  # of the measured items waiting
-        self._unsized = 0  # items waiting not measured yet (all at the front)
+        self._unsized = 0  # items waiting not measured yet
         self._out: list[tuple[Any, int | None]] = []  # the batch being sent
         self._out_bytes = 0
         self.cond = threading.Condition()
@@ -83,14 +84,15 @@ class Buffer:
 
     def absorb(self) -> int:
         """Moves the inbox into the buffer (call with ``cond`` held); returns how many
-        (old ones) were dropped to stay in bounds. Unmeasured while everything waiting
-        is and the next ``unmeasured`` items are not exceeded; measured beyond."""
+        (old ones) were dropped to stay in bounds. Unmeasured within the first
+        ``unmeasured`` places (what goes out in the next batches), measured beyond:
+        under a steady load nearly nothing is measured, in a backlog nearly all."""
         inbox = self.inbox
         n = len(inbox)  # what is appended meanwhile stays for the next time
         if not n:
             return 0
         items, pop = self._items, inbox.popleft
-        room = self._slack - len(items) if self._unsized == len(items) else 0
+        room = self._slack - len(items)
         if room > 0:
             k = min(room, n)
             for _ in range(k):
@@ -120,11 +122,17 @@ class Buffer:
         return [(item, size_of(item)) for item in items]
 
     def _measure_waiting(self) -> None:
-        """Measures the unmeasured items at the front (``cond`` held)."""
+        """Measures the items waiting that were not (``cond`` held)."""
         if self._unsized:
-            front = self._measure([self._items.popleft()[0] for _ in range(self._unsized)])
-            self._items.extendleft(reversed(front))
-            self._bytes += sum(size for _, size in front)
+            size_of, added = self._size_of, 0
+            measured: deque[tuple[Any, int | None]] = deque()
+            for item, size in self._items:
+                if size is None:
+                    size = size_of(item)
+                    added += size
+                measured.append((item, size))
+            self._items = measured
+            self._bytes += added
             self._unsized = 0
 
     def _measure_out(self) -> None:
