@@ -273,7 +273,8 @@ class SpanBatching:
 def span_batching(environ: Mapping[str, str] | None = None) -> SpanBatching:
     """OTEL_BSP_MAX_EXPORT_BATCH_SIZE and OTEL_BSP_SCHEDULE_DELAY (ms), the SDK's own
     names and defaults: our span pipeline has no SDK batch processor to read them. A
-    bad value warns and keeps the default (the SDK raised)."""
+    bad value warns and keeps the default (the SDK raised on some); a delay of 0 sends
+    each span at once."""
     env = os.environ if environ is None else environ
     size = _positive_int(env, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_SPAN_BATCH)
     raw = _get(env, v.OTEL_BSP_SCHEDULE_DELAY)
