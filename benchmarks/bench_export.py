@@ -15,26 +15,27 @@ near 1,500 tool tasks a second, well short of 5,000; and ADK traces its own span
 the process's global TracerProvider, which can be only one of the arms below.
 
 Arms, in one process, each with its own TaskTelemetryPlugin on its own providers:
-``ours``, the pipeline configure_telemetry() builds (``configure.detached``: SDK
-BatchSpanProcessor -> our hand-over exporter -> bounded buffer -> sender thread -> the
-SDK's OTLP exporter; the OpenSpanProcessor too), and ``stock``, the SDK's
+``ours``, the pipeline configure_telemetry() builds (``configure.detached``: our span
+processor -> bounded buffer -> sender thread -> the SDK's OTLP exporter, no SDK
+BatchSpanProcessor; the OpenSpanProcessor too), and ``stock``, the SDK's
 TracerProvider + BatchSpanProcessor + OTLPSpanExporter, each over OTLP/HTTP (protobuf,
 configure_telemetry()'s default) and OTLP/gRPC; both have a MeterProvider exporting
 OTLP at the same interval. ``stock+open``: the stock pipeline plus the
 OpenSpanProcessor that configure_telemetry() also installs (spans a tool leaves open,
-reported at its run's end): ours against it is the hand-over, the buffer and the sender
-thread alone. ``floor``: BatchSpanProcessor with an exporter that does nothing, to tell
-the export's share from the load's. The receiver is one OTLP server
-(tests/otlp_receivers.py, real sockets, every request decoded) in a process of its own,
-so its work is not billed to the arms; it counts spans per ``service.name``.
+reported at its run's end): ours against it is our span processor, the buffer and the
+sender thread against the SDK's BatchSpanProcessor. ``floor``: BatchSpanProcessor with
+an exporter that does nothing, to tell the export's share from the load's. The receiver
+is one OTLP server (tests/otlp_receivers.py, real sockets, every request decoded) in a
+process of its own, so its work is not billed to the arms; it counts spans per
+``service.name``.
 
 Blocks of each arm take turns in every round (the order rotating). A block: the paced
 load for ``--seconds`` while a probe task sleeps 1 ms in a loop (event-loop lag: how
 late each wake-up comes), then the provider's ``force_flush`` and a wait until the
 receiver holds every span the block ended. CPU per span is the process's CPU time
-(every thread: the SDK's worker, our sender) over the whole block, flush and wait
-included, per span received. Ratios ours/stock are taken per round; reported are their
-median and range over the rounds. Asserts nothing.
+(every thread: the SDK's batch worker in stock, our sender in ours) over the whole
+block, flush and wait included, per span received. Ratios ours/stock are taken per
+round; reported are their median and range over the rounds. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ def _stock(protocol: str, endpoint: str, interval_ms: float, open_spans: bool = 
            timeout: float | None = None) -> Arm:
     """What a user writes from the SDK's documentation for the same export (with
     ``open_spans``, plus the OpenSpanProcessor configure_telemetry() adds: what is left
-    between that and ours is the hand-over, the buffer and the sender thread)."""
+    between that and ours is our span processor, the buffer and the sender thread)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
@@ -670,9 +671,10 @@ def _callgrind_markdown() -> list[str]:
            f"one of {a['small']:,} (one-time costs cancel), the flush that waits for the "
            "receiver's answer inside the window. `stock+open`: the stock pipeline plus the "
            "`OpenSpanProcessor` that configure_telemetry() installs too (spans a tool leaves "
-           "open, reported at its run's end), so ours against it is the hand-over, buffer "
-           "and sender thread alone. `before`: ours with the buffer as it was (every span "
-           "measured on the SDK's worker thread). Ratios are against the baselines of the same "
+           "open, reported at its run's end), so ours against it is our span processor, "
+           "buffer and sender thread alone. `before`: ours as it was with the SDK's "
+           "BatchSpanProcessor in front of our buffer (its queue and worker thread handing "
+           "batches to an exporter of ours). Ratios are against the baselines of the same "
            "run where it has them, else of the `after` run. The "
            "counts of a process with several threads move by a few per cent from run to run "
            "under callgrind (the threads switch by the clock, which callgrind slows); the gRPC "

@@ -152,6 +152,16 @@ def test_buffer_bounds_per_signal_from_their_variables() -> None:
     assert _env.buffer_bounds("metrics", env).items == 256  # not positive: the default
 
 
+def test_span_batching_from_the_sdks_own_variables() -> None:
+    """Our span pipeline has no SDK BatchSpanProcessor: its two variables are read here,
+    in milliseconds and spans, with the SDK's defaults."""
+    assert _env.span_batching({}) == _env.SpanBatching(512, 5.0)
+    env = {"OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64"}
+    assert _env.span_batching(env) == _env.SpanBatching(64, 0.25)
+    bad = {"OTEL_BSP_SCHEDULE_DELAY": "-1", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "many"}
+    assert _env.span_batching(bad) == _env.SpanBatching(512, 5.0)
+
+
 def _variables_section() -> str:
     text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     return text.split("\n## Every variable\n", 1)[1].split("\n## ", 1)[0]

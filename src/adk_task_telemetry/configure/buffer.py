@@ -1,13 +1,19 @@
 """The bounded buffer that holds one signal's telemetry while its endpoint is down.
 
-The SDK's batch processors hand each batch to our exporter, which puts it here and
-returns at once; the signal's sender thread takes it out in order. Bounded by items
-and by bytes (an estimate of the OTLP encoding): past either bound the OLDEST items are
-dropped and counted. A batch that finds the buffer empty and nothing in flight is sent
-next as it is, so it is measured only if it comes to wait (more arrives before it is
-taken, or its export fails and it is put back): measuring costs the SDK's worker
-thread about a tenth of what encoding the span costs, for a bound that matters only
-once items wait (benchmarks/bench_export.py). Oldest, because
+Spans come in one at a time: our span processor appends each ended span to the
+buffer's ``inbox`` (a deque: no lock, nothing measured, on the thread that ended the
+span, often the event loop's) and the signal's sender thread moves them into the
+buffer proper. Metric and log batches come from the SDK's reader and batch processor
+through ``put``. Either way the sender thread takes them out in order. Bounded by
+items and by bytes (an estimate of the OTLP encoding): past either bound the OLDEST
+items are dropped and counted. What goes out next is not measured (spans taken in
+within the first ``unmeasured`` places, a batch put into an empty buffer): an item
+is measured only once it comes to wait behind a backlog, or its export fails and it
+is put back; measuring costs about a tenth of what encoding the span costs, for a
+bound that matters only once items wait (benchmarks/bench_export.py). Should the
+inbox reach ``spill_at`` items before the sender takes them (it is waiting on the
+network), the thread that ends spans moves them in itself, measured, so the bounds
+hold then too. Oldest, because
 when the endpoint answers again the telemetry it gets is then contiguous up to the
 present (dashboards, alerts and the traces of what is going on now are whole) and the
 gap lies at a known place in the past, named in the recovery log line; it is also what
@@ -30,15 +36,23 @@ BUFFER_FULL = sc.ExportDropReason.BUFFER_FULL
 
 class Buffer:
     """Items waiting to be sent, oldest first; at most one batch is out (in flight),
-    on top of the bounds. A size of None is an item not measured yet (only the batch
-    put into an empty buffer, at the front, or that batch in flight)."""
+    on top of the bounds. A size of None is an item not measured yet (the batch put
+    into an empty buffer, spans taken in within the first ``unmeasured`` places, the
+    batch in flight)."""
 
-    def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int]) -> None:
+    def __init__(self, bounds: BufferBounds, size_of: Callable[[Any], int],
+                 unmeasured: int = 0) -> None:
         self.bounds = bounds
         self._size_of = size_of
+        #: Items appended one at a time, without the lock (spans); ``absorb`` moves them in.
+        self.inbox: deque[Any] = deque()
+        #: Inbox items taken in unmeasured while fewer than this wait (the next batches).
+        self._slack = unmeasured
+        #: Inbox length at which the appending thread moves them in itself.
+        self.spill_at = max(1, min(bounds.items, 2048))
         self._items: deque[tuple[Any, int | None]] = deque()
         self._bytes = 0  # of the measured items waiting
-        self._unsized = 0  # items waiting not measured yet (all at the front)
+        self._unsized = 0  # items waiting not measured yet
         self._out: list[tuple[Any, int | None]] = []  # the batch being sent
         self._out_bytes = 0
         self.cond = threading.Condition()
@@ -68,16 +82,57 @@ class Buffer:
             self.cond.notify_all()
         return dropped
 
+    def absorb(self) -> int:
+        """Moves the inbox into the buffer (call with ``cond`` held); returns how many
+        (old ones) were dropped to stay in bounds. Unmeasured within the first
+        ``unmeasured`` places (what goes out in the next batches), measured beyond:
+        under a steady load nearly nothing is measured, in a backlog nearly all."""
+        inbox = self.inbox
+        n = len(inbox)  # what is appended meanwhile stays for the next time
+        if not n:
+            return 0
+        items, pop = self._items, inbox.popleft
+        room = self._slack - len(items)
+        if room > 0:
+            k = min(room, n)
+            for _ in range(k):
+                items.append((pop(), None))
+            self._unsized += k
+            n -= k
+        if n:
+            size_of, total = self._size_of, 0
+            for _ in range(n):
+                item = pop()
+                size = size_of(item)
+                items.append((item, size))
+                total += size
+            self._bytes += total
+        return self._trim()
+
+    def reset(self) -> None:
+        """Forgets everything (a forked child: what it inherited is its parent's to send)."""
+        self.inbox.clear()
+        self._items.clear()
+        self._out = []
+        self._bytes = self._unsized = self._out_bytes = 0
+        self.cond = threading.Condition()
+
     def _measure(self, items: list[Any]) -> list[tuple[Any, int]]:
         size_of = self._size_of
         return [(item, size_of(item)) for item in items]
 
     def _measure_waiting(self) -> None:
-        """Measures the unmeasured items at the front (``cond`` held)."""
+        """Measures the items waiting that were not (``cond`` held)."""
         if self._unsized:
-            front = self._measure([self._items.popleft()[0] for _ in range(self._unsized)])
-            self._items.extendleft(reversed(front))
-            self._bytes += sum(size for _, size in front)
+            size_of, added = self._size_of, 0
+            measured: deque[tuple[Any, int | None]] = deque()
+            for item, size in self._items:
+                if size is None:
+                    size = size_of(item)
+                    added += size
+                measured.append((item, size))
+            self._items = measured
+            self._bytes += added
             self._unsized = 0
 
     def _measure_out(self) -> None:
@@ -144,7 +199,9 @@ class Buffer:
     def drop_all(self, reason: str) -> int:
         """Gives up everything not in flight (the exit's budget is spent)."""
         with self.cond:
-            n = len(self._items)
+            n = len(self.inbox)
+            self.inbox.clear()
+            n += len(self._items)
             self._items.clear()
             self._bytes = 0
             self._unsized = 0
@@ -159,11 +216,13 @@ class Buffer:
         with self.cond:
             self._measure_waiting()
             self._measure_out()
-            return len(self._items) + len(self._out), self._bytes + self._out_bytes
+            inbox = list(self.inbox)  # the sender takes them in next
+            return (len(self._items) + len(self._out) + len(inbox),
+                    self._bytes + self._out_bytes + sum(map(self._size_of, inbox)))
 
     def waiting(self) -> int:
-        """Items not yet taken (call with ``cond`` held)."""
-        return len(self._items)
+        """Items not yet taken, the inbox's included (call with ``cond`` held)."""
+        return len(self._items) + len(self.inbox)
 
     def in_flight(self) -> int:
         return len(self._out)

@@ -1,8 +1,15 @@
-"""One signal's OTLP export: the SDK hands batches over, a thread of ours sends them.
+"""One signal's OTLP export: spans or the SDK's batches go into a buffer, a thread of
+ours sends them.
 
-The SDK's batch processor (or periodic metric reader) calls our exporter, which only
-puts the batch into the signal's bounded buffer (buffer.py) and returns: the SDK's
-worker thread, and so its queue, never waits on the network. The signal's sender
+Spans: our span processor (``SpanHandOver``) appends each ended, sampled span to the
+traces buffer (buffer.py) and returns; no SDK BatchSpanProcessor sits in front (its
+queue and worker thread would be a second buffer and a second thread per span). The
+sender thread batches them as the SDK's processor would: a full batch
+(``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``) goes at once, a partial one after
+``OTEL_BSP_SCHEDULE_DELAY``, everything at a flush. Metrics and logs: the SDK's
+periodic reader and log batch processor call our exporter, which only puts the batch
+into the signal's bounded buffer and returns. Either way nothing of the SDK's waits on
+the network. The signal's sender
 thread, started with the setup (never at interpreter exit: Python 3.12 refuses new
 threads there), sends the buffer in order. While the endpoint fails, the batch
 stays at the head and is tried again every ``RETRY_S``; a batch the endpoint
@@ -18,20 +25,21 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry.sdk._logs import export as _log_export
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from .. import otel_compat
 from .. import semconv as sc
 from . import outage
 from .buffer import Buffer, log_size, metrics_size, span_size
-from .settings import BufferBounds, OtlpTarget
+from .settings import BufferBounds, OtlpTarget, SpanBatching
 
 try:  # the base class was renamed in SDK 1.39; the old name warns
     from opentelemetry.sdk._logs.export import LogRecordExporter as _LogExporterBase
@@ -54,8 +62,13 @@ _RAISES_TO_REJECT = 3
 EXIT_BUDGET = sc.ExportDropReason.EXIT_BUDGET
 UNITS = {"traces": ("span", "spans"), "metrics": ("metric batch", "metric batches"),
          "logs": ("log record", "log records")}
-# Items per export: the SDK's batches are re-cut at this size when a backlog is sent.
+# Items per export: the SDK's batches are re-cut at this size when a backlog is sent
+# (traces: SpanBatching's size).
 _BATCH = {"traces": 512, "metrics": 1, "logs": 512}
+# The context key of suppress_instrumentation() (the SDK's batch processors set it
+# around their exports too): an instrumented HTTP client must not trace our exports.
+_SUPPRESS_KEY: str = getattr(otel_context, "_SUPPRESS_INSTRUMENTATION_KEY",
+                             "suppress_instrumentation")
 _SIZE_OF = {"traces": span_size, "metrics": metrics_size, "logs": log_size}
 
 
@@ -82,12 +95,24 @@ class Sender:
 
     def __init__(self, target: OtlpTarget, inner: Any, bounds: BufferBounds,
                  quiet: outage.QuietExporterLogs,
-                 on_drop: Callable[[str, str, int], None]) -> None:
+                 on_drop: Callable[[str, str, int], None],
+                 batching: SpanBatching | None = None) -> None:
+        """``batching``: items come one at a time (spans, through ``SpanHandOver``) and
+        the sender batches them; None: they come in batches already (``put``)."""
         self.signal = target.signal
         self.target = target
         self.where = f"{target.endpoint} over OTLP {target.protocol}"
         self.inner = inner
-        self.buffer = Buffer(bounds, _SIZE_OF[self.signal])
+        self.batch = batching.size if batching else _BATCH[self.signal]
+        self._delay = batching.delay_s if batching else 0.0
+        #: Inbox length at which SpanHandOver wakes the sender (every span: no delay).
+        self.wake_at = self.batch if self._delay > 0 else 1
+        self._due = 0.0  # when a partial batch goes (the delay after the last send)
+        self._draining = 0  # flushes waiting: send what there is, however little
+        self._push = False  # a processor's force_flush: send what there is, once
+        self._awake = False  # the sender was told that a batch is in the inbox
+        self.buffer = Buffer(bounds, _SIZE_OF[self.signal],
+                             unmeasured=2 * self.batch if batching else 0)
         self._quiet = quiet
         self._on_drop = on_drop
         self.failing = False
@@ -121,25 +146,60 @@ class Sender:
         if dropped:
             self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
 
+    def wake(self) -> None:
+        """A batch is in the inbox (``SpanHandOver``): tells the sender once; past
+        ``spill_at`` (the sender is busy on the network) takes them in here, measured."""
+        buf = self.buffer
+        spill = len(buf.inbox) >= buf.spill_at
+        if self._awake and not spill:
+            return
+        dropped = 0
+        with buf.cond:
+            if spill:
+                dropped = buf.absorb()
+            self._awake = True
+            buf.cond.notify_all()
+        if dropped:
+            self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
+
+    def _take_in(self) -> None:
+        """Moves the inbox into the buffer, counting what that drops (``cond`` held)."""
+        dropped = self.buffer.absorb()
+        if dropped:
+            self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
+
     # --- the sender thread ---------------------------------------------------------
 
     def _run(self) -> None:
+        # Not traced: an instrumented HTTP client must not make spans of our exports.
+        otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
         buf = self.buffer
         while True:
             with buf.cond:
                 while True:
                     if self._stopped:
                         return
-                    if buf.waiting():
-                        wait = (self._next_try - time.monotonic()
-                                if self.failing and not self._kicked else 0.0)
-                        if wait <= 0:
-                            break
-                        buf.cond.wait(wait)
+                    self._take_in()
+                    n = buf.waiting()
+                    now = time.monotonic()
+                    if not n:
+                        wait: float | None = self._delay or None  # an inbox is polled
+                    elif self.failing and not self._kicked:
+                        wait = self._next_try - now
+                    elif (n >= self.batch or self._kicked or self._draining or self._push
+                          or buf.closed):
+                        break
                     else:
-                        buf.cond.wait()
+                        wait = self._due - now  # a partial batch waits for the delay
+                    if wait is not None and wait <= 0:
+                        break
+                    self._awake = False
+                    buf.cond.wait(wait)
                 self._kicked = False
-                batch = buf.take(_BATCH[self.signal])
+                batch = buf.take(self.batch)
+                if self._push and not buf.waiting():
+                    self._push = False  # all of what there was is out
+                self._due = now + self._delay
             self._attempt(batch)
 
     def _attempt(self, batch: list[Any]) -> None:
@@ -225,6 +285,13 @@ class Sender:
 
     # --- flush, exit ---------------------------------------------------------------
 
+    def push(self) -> None:
+        """Send what is buffered now without waiting for a full batch or the delay
+        (what the SDK's BatchSpanProcessor.force_flush did); does not wait."""
+        with self.buffer.cond:
+            self._push = True
+            self.buffer.cond.notify_all()
+
     def kick(self) -> int:
         """Try now, even while failing (a flush asks); returns the attempts so far."""
         with self.buffer.cond:
@@ -237,15 +304,20 @@ class Sender:
         attempt that started after ``give_up_on_failure_after`` attempts has failed."""
         buf = self.buffer
         with buf.cond:
-            while buf.waiting() or buf.in_flight():
-                if (give_up_on_failure_after is not None and self.failing
-                        and self._attempts > give_up_on_failure_after):
-                    return False
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stopped:
-                    return False
-                buf.cond.wait(left)
-            return True
+            self._draining += 1  # a partial batch goes at once meanwhile
+            buf.cond.notify_all()
+            try:
+                while buf.waiting() or buf.in_flight():
+                    if (give_up_on_failure_after is not None and self.failing
+                            and self._attempts > give_up_on_failure_after):
+                        return False
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._stopped:
+                        return False
+                    buf.cond.wait(left)
+                return True
+            finally:
+                self._draining -= 1
 
     def stop(self) -> None:
         """Stops the sender and interrupts the export in flight (retry backoffs end,
@@ -274,6 +346,8 @@ class Sender:
         return n
 
     def status(self) -> SignalStatus:
+        with self.buffer.cond:
+            self._take_in()  # the bounds apply to what the inbox holds too
         held, size = self.buffer.held()
         with self.buffer.cond:
             return SignalStatus(self.signal, self.target.endpoint, self.failing, held, size,
@@ -285,9 +359,13 @@ class Sender:
 
 
 def _restart(ref: weakref.ref[Sender]) -> None:
+    """In a forked child: a sender of its own, with an empty buffer (what the parent
+    held is the parent's to send; the SDK's batch processor clears its queue too)."""
     sender = ref()
     if sender is not None:
-        sender.buffer.cond = threading.Condition()
+        sender.buffer.reset()
+        sender._awake = sender._push = False
+        sender._draining = 0
         sender._thread = sender._start()
 
 
@@ -295,7 +373,7 @@ def _restart(ref: weakref.ref[Sender]) -> None:
 
 
 class _HandOver:
-    """What our three SDK-facing exporters share: they only hand batches over."""
+    """What our two SDK-facing exporters share: they only hand batches over."""
 
     def __init__(self, sender: Sender) -> None:
         self.sender = sender
@@ -307,10 +385,41 @@ class _HandOver:
         self.sender.buffer.closed = True  # the sender goes on until the handle stops it
 
 
-class SpanExport(_HandOver, SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.sender.put(spans)
-        return SpanExportResult.SUCCESS
+class SpanHandOver(SpanProcessor):
+    """configure_telemetry()'s span processor: each ended, sampled span goes straight
+    into the traces buffer, which the sender thread drains (no SDK batch processor in
+    between). The span's end pays one append and a length check; the sender is
+    woken when a batch is there."""
+
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
+        self._inbox = sender.buffer.inbox
+        self._batch = sender.wake_at
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.context
+        if ctx is None or not ctx.trace_flags.sampled:  # as the SDK's processors do
+            return
+        inbox = self._inbox
+        inbox.append(span)
+        if len(inbox) >= self._batch:
+            self.sender.wake()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """The spans ended so far go out now (as the SDK's BatchSpanProcessor would
+        hand them to its exporter); the network is not waited for (the handle's
+        force_flush waits for the sender)."""
+        self.sender.push()
+        return True
+
+    def shutdown(self) -> None:
+        # Like the SDK's processor, nothing more is taken: later spans go to a deque
+        # that keeps none (what the inbox holds now is still sent, or counted).
+        self._inbox = deque(maxlen=0)
+        buf = self.sender.buffer
+        with buf.cond:
+            buf.closed = True  # the sender sends what is there until the handle stops it
+            buf.cond.notify_all()
 
 
 class LogExport(_HandOver, _LogExporterBase):  # type: ignore[misc]
@@ -334,4 +443,4 @@ class MetricExport(_HandOver, MetricExporter):
 
 
 ADAPTERS: dict[str, Callable[[Sender], Any]] = {
-    "traces": SpanExport, "metrics": MetricExport, "logs": LogExport}
+    "traces": SpanHandOver, "metrics": MetricExport, "logs": LogExport}

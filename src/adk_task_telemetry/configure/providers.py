@@ -1,9 +1,11 @@
 """SDK providers for configure_telemetry(): create them, or attach to the ones that
 ADK's server or the application installed first.
 
-Everything is built first and installed last, so that a bad ``OTEL_BSP_*`` value
-(the SDK raises) leaves nothing half installed. Where our exporters go is known from
-what we built (``Setup``), never by reading SDK objects.
+Everything is built first and installed last, so that a bad ``OTEL_BLRP_*`` value
+(the SDK raises) leaves nothing half installed. Spans go to our own processor
+(``export.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
+Where our exporters go is known from what we built (``Setup``), never by reading SDK
+objects.
 """
 
 from __future__ import annotations
@@ -146,8 +148,10 @@ def build(asked: Asked) -> Setup:
     temporality = _cumulative()
     for signal, target in targets.items():
         assert setup.quiet is not None
-        setup.senders[signal] = Sender(target, otlp_exporter(target, temporality),
-                                       settings.buffer_bounds(signal), setup.quiet, drops)
+        setup.senders[signal] = Sender(
+            target, otlp_exporter(target, temporality), settings.buffer_bounds(signal),
+            setup.quiet, drops,
+            batching=settings.span_batching() if signal == "traces" else None)
     try:
         installs = _Build(asked, setup, consoles, temporality).run()
     except BaseException:  # nothing half installed, nothing left running
@@ -236,8 +240,9 @@ class _Build:
                 console: Callable[[], Any], add: str, what: str) -> None:
         """Traces or logs: a provider of ours, or our processors on the existing one."""
         procs: list[Any] = []
-        if signal in self.setup.targets:
-            procs.append(batch(self._adapter(signal)))
+        if signal in self.setup.targets:  # spans: our processor; log records: the SDK's
+            adapter = self._adapter(signal)
+            procs.append(adapter if signal == "traces" else batch(adapter))
         if signal in self.consoles:
             procs.append(batch(console()))
         if self.asked.install and not otel_compat.nobody_installed(now):

@@ -258,6 +258,37 @@ def temporality_configured(environ: Mapping[str, str] | None = None) -> bool:
     return _get(env, v.OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE) is not None
 
 
+#: The SDK's BatchSpanProcessor defaults, which our span pipeline keeps.
+DEFAULT_SPAN_DELAY_MS: Final = 5_000.0
+DEFAULT_SPAN_BATCH: Final = 512
+
+
+@dataclass(frozen=True)
+class SpanBatching:
+    """When configure_telemetry()'s sender thread sends spans: as soon as ``size`` wait,
+    else ``delay_s`` after its last send (a flush or the exit: at once)."""
+
+    size: int = DEFAULT_SPAN_BATCH
+    delay_s: float = DEFAULT_SPAN_DELAY_MS / 1000.0
+
+
+def span_batching(environ: Mapping[str, str] | None = None) -> SpanBatching:
+    """OTEL_BSP_MAX_EXPORT_BATCH_SIZE and OTEL_BSP_SCHEDULE_DELAY (ms), the SDK's own
+    names and defaults: our span pipeline has no SDK batch processor to read them. A
+    bad value warns and keeps the default (the SDK raised on some); a delay of 0 sends
+    each span at once."""
+    env = os.environ if environ is None else environ
+    size = _positive_int(env, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_SPAN_BATCH)
+    raw = _get(env, v.OTEL_BSP_SCHEDULE_DELAY)
+    delay = _millis(raw, v.OTEL_BSP_SCHEDULE_DELAY, DEFAULT_SPAN_DELAY_MS) if raw \
+        else DEFAULT_SPAN_DELAY_MS
+    if delay < 0:
+        logger.warning("adk_task_telemetry: %s=%r is negative; using %g",
+                       v.OTEL_BSP_SCHEDULE_DELAY, raw, DEFAULT_SPAN_DELAY_MS)
+        delay = DEFAULT_SPAN_DELAY_MS
+    return SpanBatching(size, delay / 1000.0)
+
+
 @dataclass(frozen=True)
 class BufferBounds:
     """How much one signal's buffer holds while its endpoint is down."""

@@ -3,8 +3,10 @@
 Only ``configure/settings.py`` reads those of the telemetry (the terminal conventions
 at the end excepted, below); docs/configuration.md lists exactly
 these (a test holds the two together). Variables the OpenTelemetry SDK reads
-itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BSP_*``,
-``OTEL_BLRP_*``, compression, certificates) are not ours and are not listed. The
+itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BLRP_*``,
+compression, certificates) are not ours and are not listed; of ``OTEL_BSP_*``, the two
+that still mean something to configure_telemetry()'s span pipeline (which has no SDK
+batch processor) are read here. The
 terminal conventions ``NO_COLOR`` and ``TERM`` configure nothing of the telemetry: they
 are listed at the end, and only the CLI's dispatch reads them (``cli.dispatch``;
 docs/cli.md).
@@ -78,6 +80,13 @@ OTEL_METRICS_EXEMPLAR_FILTER: Final = "OTEL_METRICS_EXEMPLAR_FILTER"
 OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: Final = (
     "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")
 """Set: the exporters' own temporality choice; unset: every instrument cumulative."""
+
+# configure_telemetry()'s spans go from a span processor of ours straight into the
+# traces buffer (no SDK BatchSpanProcessor): these two keep their SDK meaning there.
+OTEL_BSP_SCHEDULE_DELAY: Final = "OTEL_BSP_SCHEDULE_DELAY"
+"""Milliseconds a span waits at most for its batch to fill before it is sent (5,000)."""
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Final = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+"""Spans per export; a full batch is sent at once (512)."""
 
 # While an endpoint is down (or slow), what was recorded waits in a buffer per
 # signal, bounded by count and by (estimated, encoded) bytes; past either bound the
