@@ -271,10 +271,13 @@ class TaskTelemetryPlugin(BasePlugin):
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext, result: dict[str, Any]) -> None:
         try:
-            record = self._record(tool_context)
+            # _record's common case inline: the call's own task holds its record.
+            record = self._tracker.current()
+            if record is None or record.call_id != (tool_context.function_call_id or ""):
+                record = self._record(tool_context)
             if record is None or (record.error is None and record.task is not None
                                   and not self._capture and not compat.works_in_background(
-                                      record.kind)):
+                                      record.identity.kind)):
                 return None  # its task's end says all: nothing to note here
             captured = None
             if self._capture:

@@ -674,7 +674,10 @@ class Tracker:
         took = end_ns - record.start_ns
         self.metrics.ended(record.series, (took if took > 0 else 0) / 1e9, outcome, span,
                            etype, cause)
-        _shed(record, keep_span=self.options.track_spawned_tasks)
+        # _shed, inline (once per task)
+        record.task = record.work = record.parent = record.error = record.extra = None
+        if not self.options.track_spawned_tasks:
+            record.span = None
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
