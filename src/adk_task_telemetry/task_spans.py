@@ -7,8 +7,10 @@ reported orphaned (its run's end), which is when it becomes a finding; until the
 task costs no span object and no garbage that outlives a loop turn.
 
 Where the parent is not sampled and the sampler drops every child of such a parent
-(the SDK's default ``ParentBased``; ``ALWAYS_OFF``), no span is started at all: a
-non-recording one with the parent's context stands in, and no attribute is built.
+(the SDK's default ``ParentBased``; ``ALWAYS_OFF``), no span is started at all and no
+attribute is built: a task that ends inside its run makes no span object of any kind
+(``made`` says None), an orphan gets a non-recording stand-in with the parent's
+context (``span_of``), in which its report is logged.
 The sampler is asked, once per tracer provider, through its public ``should_sample``
 with an unsampled local parent (below). This module changes no record's state: the
 tracker calls it from its transitions.
