@@ -14,6 +14,12 @@ exists. Checked on opentelemetry-api/-sdk 1.37.0 (the lowest bound), 1.41.1, 1.4
   ``_preferred_aggregation``, which the SDK's own ``PeriodicExportingMetricReader``
   reads too. Ours mirror the OTLP exporter they hand batches to, which resolved
   ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`` itself.
+- The context key the current span is kept under (``opentelemetry.trace.propagation.
+  _SPAN_KEY``): ``trace.get_current_span(context)`` is the public read, and costs an
+  ABC ``isinstance`` per call; a task of an unsampled trace reads its parent once at
+  its end and needs nothing more (task_spans.py), so it reads the key directly and
+  takes only the SDK's own ``NonRecordingSpan`` found there (anything else goes the
+  public way).
 
 Not here: whether a sampler drops a child span is asked through its public
 ``should_sample`` (task_spans.py); ``adk_compat`` reads ADK's source with
@@ -25,6 +31,10 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.trace.propagation import _SPAN_KEY
+
+#: Where ``trace.set_span_in_context`` keeps the span in a Context (see above).
+SPAN_KEY: str = _SPAN_KEY
 
 #: The private stand-ins of the metrics and logs APIs, by class name (leading ``_`` off).
 _STAND_INS = frozenset({"ProxyMeterProvider", "ProxyLoggerProvider"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from google.adk.plugins.base_plugin import BasePlugin
@@ -114,7 +115,8 @@ class TaskTelemetryPlugin(BasePlugin):
         self._redact = redact
         self._max_arg = max_argument_length
         self._tools: dict[_ToolKey, _Tool] = {}
-        self._last: tuple[Any, Any, Any, bool, _Tool] | None = None
+        #: The last tool seen, with the invocation context (weakly) and agent it was seen in.
+        self._last: tuple[Any, weakref.ref[Any], Any, _Tool] | None = None
         # ADK's process-wide hooks (adk_compat) stay while this plugin lives: a
         # Runner's start and close never install or undo them (a Runner per request
         # would pay for both on every run). Undone when the last plugin is collected,
@@ -168,12 +170,8 @@ class TaskTelemetryPlugin(BasePlugin):
     async def on_event_callback(self, *, invocation_context: InvocationContext,
                                 event: Event) -> None:
         try:
-            run = self._tracker.run_of(invocation_context.invocation_id)
-            if run is not None:
-                self._tracker.run_step(run, asyncio.current_task())
-                parts = compat.function_parts(event)
-                if parts is not None:
-                    self._tracker.calls_seen(run, parts[0], parts[1])
+            self._tracker.event_seen(invocation_context.invocation_id, asyncio.current_task(),
+                                     compat.function_parts(event))
         except Exception:
             self._tracker.failed("on_event_callback")
         return None
@@ -258,7 +256,7 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             ctx = compat.invocation_context_of(tool_context)
             identity, series, stops = self._tool(tool, ctx)
-            call_id = _call_id(tool_context)
+            call_id = tool_context.function_call_id or ""  # as _call_id, inline
             task = asyncio.current_task()
             extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                     tool_args) if self._capture else None)
@@ -279,10 +277,13 @@ class TaskTelemetryPlugin(BasePlugin):
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext, result: dict[str, Any]) -> None:
         try:
-            record = self._record(tool_context)
+            # _record's common case inline: the call's own task holds its record.
+            record = self._tracker.current()
+            if record is None or record.call_id != (tool_context.function_call_id or ""):
+                record = self._record(tool_context)
             if record is None or (record.error is None and record.task is not None
                                   and not self._capture and not compat.works_in_background(
-                                      record.kind)):
+                                      record.identity.kind)):
                 return None  # its task's end says all: nothing to note here
             captured = None
             if self._capture:
@@ -317,11 +318,10 @@ class TaskTelemetryPlugin(BasePlugin):
         last one is kept at hand (a run's calls mostly go to one tool), the rest by
         their key."""
         last = self._last
-        app = getattr(ctx, "app_name", None)
-        if (last is not None and last[0] is tool and last[1] is getattr(ctx, "agent", None)
-                and last[2] == app and last[3] is compat.is_live(ctx)):
-            return last[4]
-        app_name = str(app or "")
+        agent = getattr(ctx, "agent", None)
+        if last is not None and last[0] is tool and last[2] is agent and last[1]() is ctx:
+            return last[3]  # the same invocation context: its app and live-ness too
+        app_name = str(getattr(ctx, "app_name", None) or "")
         key = (*compat.tool_key(tool, ctx), app_name)
         found = self._tools.get(key)
         if found is None:
@@ -332,12 +332,15 @@ class TaskTelemetryPlugin(BasePlugin):
                      identity.kind == sc.Kind.CALL and compat.is_stop_streaming(tool))
             if len(self._tools) < _TOOLS_CACHED:
                 self._tools[key] = found
-        self._last = (tool, getattr(ctx, "agent", None), app, compat.is_live(ctx), found)
+        try:  # weakly: the context's death ends a run no signal ended (the tracker's)
+            self._last = (tool, weakref.ref(ctx), agent, found)
+        except TypeError:
+            self._last = None
         return found
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
-        call_id = _call_id(tool_context)
+        call_id = tool_context.function_call_id or ""  # as _call_id, inline
         record = self._tracker.current()
         if record is not None and record.call_id == call_id:
             return record

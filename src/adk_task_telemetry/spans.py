@@ -221,12 +221,13 @@ def unwatch_end(span: Any) -> None:
     if _end_watches:
         ctx = span.get_span_context()
         _end_watches.pop((ctx.trace_id, ctx.span_id), None)
-    if is_adk_span(span):
-        with contextlib.suppress(TypeError, AttributeError):
-            watch = vars(span).get("end")
-            if isinstance(watch, _EndWatch):
-                watch.run = None
-                del span.end
+    # Only ADK's run span carries an _EndWatch of its own (watch_end): no need to ask
+    # whose span it is (a proxy's vars may show the wrapped span's: not its own).
+    with contextlib.suppress(TypeError, AttributeError):
+        watch = vars(span).get("end")
+        if isinstance(watch, _EndWatch) and getattr(watch.original, "__self__", None) is span:
+            watch.run = None
+            delattr(span, "end")  # the class's own end again
 
 
 def suppressed(ctx: Context | None = None) -> bool:

@@ -7,8 +7,10 @@ reported orphaned (its run's end), which is when it becomes a finding; until the
 task costs no span object and no garbage that outlives a loop turn.
 
 Where the parent is not sampled and the sampler drops every child of such a parent
-(the SDK's default ``ParentBased``; ``ALWAYS_OFF``), no span is started at all: a
-non-recording one with the parent's context stands in, and no attribute is built.
+(the SDK's default ``ParentBased``; ``ALWAYS_OFF``), no span is started at all and no
+attribute is built: a task that ends inside its run makes no span object of any kind
+(``made`` says None), an orphan gets a non-recording stand-in with the parent's
+context (``span_of``), in which its report is logged.
 The sampler is asked, once per tracer provider, through its public ``should_sample``
 with an unsampled local parent (below). This module changes no record's state: the
 tracker calls it from its transitions.
@@ -33,6 +35,7 @@ from opentelemetry.trace import (
 from . import semconv as sc
 from . import spans as run_spans
 from .metrics import NAME_CHARS, end_attributes
+from .otel_compat import SPAN_KEY
 from .records import RunRecord, TaskRecord
 from .version import __version__
 
@@ -64,37 +67,56 @@ class TaskSpans:
     def span_of(self, record: TaskRecord, outcome: str | None = None,
                 etype: str | None = None) -> Span:
         """The record's span, made now with its start time, parent and attributes
-        (``outcome`` and ``error.type`` among them, when known) if not made yet."""
+        (``outcome`` and ``error.type`` among them, when known) if not made yet. Where
+        none is made (``made``), a non-recording stand-in with the parent's context:
+        an orphan's report is logged in it (a logs bridge links it to the trace)."""
+        span = self.made(record, outcome, etype)
+        if span is None:
+            span = record.span = NonRecordingSpan(
+                trace.get_current_span(record.parent).get_span_context())
+        return span
+
+    def made(self, record: TaskRecord, outcome: str | None = None,
+             etype: str | None = None) -> Span | None:
+        """The record's span as ``span_of`` makes it, or None where no span is made at
+        all (suppressed instrumentation, or a sampler that drops a child of the task's
+        unsampled parent): then nothing is built, no attribute and no span object.
+        A task that ends well in an unsampled trace takes this path alone."""
         span = record.span
         if span is not None:
             if outcome is not None:
                 span.set_attributes(end_attributes({}, outcome, etype))
             return span
-        parent_ctx = trace.get_current_span(record.parent).get_span_context()
         run = record.run
-        if run.quiet or (parent_ctx.is_valid and not parent_ctx.trace_flags.sampled
-                         and self._drops()):
-            # Suppressed instrumentation, or a sampler that drops a child of an
-            # unsampled parent: no span, no attribute work (the context is the parent's).
-            span = NonRecordingSpan(parent_ctx)
-        else:
-            identity = record.identity
-            attrs: dict[str, Any] = {**record.series.span_attrs,
-                                     sc.GEN_AI_TOOL_CALL_ID: record.call_id,
-                                     sc.ADK_INVOCATION_ID: run.invocation_id}
-            if run.context_attrs:
-                attrs.update(run.context_attrs)
-            if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
-                attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
-            if run.conversation_id:
-                attrs[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
-            if record.extra:
-                attrs.update(record.extra)
-            if outcome is not None:
-                end_attributes(attrs, outcome, etype)
-            span = self.tracer.start_span(
-                sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
-                kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)
+        if run.quiet:
+            return None
+        # The task's parent span: read straight from its context where it is the SDK's
+        # stand-in for a span it dropped (otel_compat.SPAN_KEY), else as the API reads it.
+        parent = record.parent
+        parent_span = parent.get(SPAN_KEY) if parent is not None else None
+        if type(parent_span) is not NonRecordingSpan:
+            parent_span = trace.get_current_span(parent)
+        parent_ctx = parent_span.get_span_context()
+        if (not parent_ctx.trace_flags & TraceFlags.SAMPLED and parent_ctx.is_valid
+                and (self._drops_unsampled or self._drops())):
+            return None
+        identity = record.identity
+        attrs: dict[str, Any] = {**record.series.span_attrs,
+                                 sc.GEN_AI_TOOL_CALL_ID: record.call_id,
+                                 sc.ADK_INVOCATION_ID: run.invocation_id}
+        if run.context_attrs:
+            attrs.update(run.context_attrs)
+        if identity.tool_name != attrs[sc.GEN_AI_TOOL_NAME]:  # the series is _other's
+            attrs[sc.GEN_AI_TOOL_NAME] = identity.tool_name[:NAME_CHARS]
+        if run.conversation_id:
+            attrs[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
+        if record.extra:
+            attrs.update(record.extra)
+        if outcome is not None:
+            end_attributes(attrs, outcome, etype)
+        span = self.tracer.start_span(
+            sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
+            kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)
         record.span = span
         return span
 

@@ -74,8 +74,8 @@ def configure_afresh() -> Iterator[None]:
 # ``TaskRecord`` are handed out as opaque values: pass them back to these helpers.
 
 #: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
-_PLUGIN_VERBS = ("run_started", "run_of", "run_step", "calls_seen", "run_ended", "closed",
-                 "tool_started", "current", "record_here", "moved", "returned", "raised",
+_PLUGIN_VERBS = ("run_started", "run_of", "event_seen", "run_step", "calls_seen", "run_ended",
+                 "closed", "tool_started", "current", "record_here", "moved", "returned", "raised",
                  "bind_thread_work")
 
 

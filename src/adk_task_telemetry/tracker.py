@@ -6,9 +6,10 @@
                  │                                                      ▲
                  └──run ended while its task runs──► ORPHANED ──task ended──┘
 
-A record enters OPEN in ``_enter`` and leaves it exactly once, in ``_leave``: it
-ends (``_end``) or is orphaned (``_orphan``), never both, never twice. The counts
-behind ``started`` and ``active`` and the open total change only in those two. A
+A record enters OPEN in ``_enter`` (``tool_started`` has it inline) and leaves it
+exactly once, in ``_leave``: it ends (``_end``) or is orphaned (``_orphan``), never
+both, never twice. The counts behind ``started`` and ``active`` and the open total
+change only in those two. A
 run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, and it ends
 only in ``_end_run``, which applies each trigger's rule as adk_compat states it
 (``kinds_ended_by``, with ``caller_cut_run`` and ``span_end_cut_run`` beside it).
@@ -192,6 +193,17 @@ class Tracker:
     def run_of(self, invocation_id: str) -> RunRecord | None:
         """The run of invocation ``invocation_id`` that the calling code belongs to."""
         return self._runs.of(invocation_id)
+
+    def event_seen(self, invocation_id: str, task: asyncio.Task[Any] | None,
+                   parts: tuple[list[str], list[str]] | None) -> None:
+        """on_event: an event of invocation ``invocation_id`` read in ``task``, with its
+        function parts (``compat.function_parts``: call ids, response ids; None for
+        none). One verb: the run's step (``run_step``) and its calls (``calls_seen``)."""
+        run = self._runs.of(invocation_id)
+        if run is not None:
+            self.run_step(run, task)
+            if parts is not None:
+                self.calls_seen(run, parts[0], parts[1])
 
     def run_step(self, run: RunRecord, task: asyncio.Task[Any] | None) -> None:
         """The run's reader is ``task`` now (it just got an event).
@@ -432,7 +444,10 @@ class Tracker:
         record.extra = extra
         if not run.trace_id:
             run.trace_id = trace.get_current_span(record.parent).get_span_context().trace_id
-        self._enter(record)
+        tasks[key] = record  # _enter, inline: once per task
+        series.started += 1
+        series.open += 1
+        self._open += 1
         driver = run.driver_ref
         if task is not None and (driver is None or driver() is not task):
             self._task_var.set(record)
@@ -447,6 +462,7 @@ class Tracker:
         return record
 
     def _enter(self, record: TaskRecord) -> None:
+        """-> OPEN (``tool_started`` does the same inline)."""
         record.run.tasks[record.key] = record
         record.series.started += 1
         record.series.open += 1
@@ -642,20 +658,26 @@ class Tracker:
                 run.cut_by_caller = True  # whatever signal ends the run (after_run may)
         if etype is not None or cause is not None or unhappy is not None:
             _note_unhappy(run, record.call_id, cause or unhappy or sc.UnansweredReason.ERROR)
-        span = self.spans.span_of(record, outcome, etype)
-        if error is not None or cause is not None or self_cancelled:
-            if error is not None:
-                span.record_exception(error)
-            if etype is not None:
-                span.set_status(Status(StatusCode.ERROR, etype))
-            if self_cancelled:
-                span.add_event(sc.EVENT_CANCELLED)  # no cause: none of them happened
-            elif cause is not None and not record.waiting_for_work:  # else told already
-                span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
-        span.end(end_time=end_ns)
-        self.metrics.ended(record.series, max(0, end_ns - record.start_ns) / 1e9, outcome, span,
+        # None where no span is made (an unsampled trace): nothing to build or end.
+        span = self.spans.made(record, outcome, etype)
+        if span is not None:
+            if error is not None or cause is not None or self_cancelled:
+                if error is not None:
+                    span.record_exception(error)
+                if etype is not None:
+                    span.set_status(Status(StatusCode.ERROR, etype))
+                if self_cancelled:
+                    span.add_event(sc.EVENT_CANCELLED)  # no cause: none of them happened
+                elif cause is not None and not record.waiting_for_work:  # else told already
+                    span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+            span.end(end_time=end_ns)
+        took = end_ns - record.start_ns
+        self.metrics.ended(record.series, (took if took > 0 else 0) / 1e9, outcome, span,
                            etype, cause)
-        _shed(record, keep_span=self.options.track_spawned_tasks)
+        # _shed, inline (once per task)
+        record.task = record.work = record.parent = record.error = record.extra = None
+        if not self.options.track_spawned_tasks:
+            record.span = None
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
