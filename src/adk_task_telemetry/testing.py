@@ -143,3 +143,21 @@ def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
 # ``scenario_tools(probe)``, or runs a named scenario with ``run_scenario(name,
 # plugins)``; a ``Probe`` says which tool bodies still run (``pending()``) and how each
 # ended (``records``), never asking the plugin.
+
+
+# --- closeflush ---
+
+
+@contextlib.contextmanager
+def close_metrics_every(seconds: float) -> Iterator[None]:
+    """Inside the block, a Runner's close collects metrics at most once per ``seconds``
+    (``exit.CLOSE_METRICS_EVERY_S``, 1 s): a test that needs a close to fall inside
+    the interval on a loaded machine widens it, rather than racing the clock."""
+    from . import exit as _exit
+
+    before = _exit.CLOSE_METRICS_EVERY_S
+    _exit.CLOSE_METRICS_EVERY_S = seconds
+    try:
+        yield
+    finally:
+        _exit.CLOSE_METRICS_EVERY_S = before
