@@ -1,5 +1,9 @@
 """A web app that builds a Runner per request, under uvicorn (test_close_flush).
 
+``python close_flush_server.py 0 ENDPOINT N``: no server, N such requests in a row,
+then the process returns from main: only the exit list (atexit) can send what the
+last closes deferred.
+
 ``python close_flush_server.py PORT ENDPOINT``: an ASGI app served by
 ``uvicorn.Server(...).run()`` in the main thread, as ``adk api_server`` runs ADK's. Its
 lifespan's startup calls configure_telemetry() (OTLP/HTTP to ENDPOINT, batch delays
@@ -36,51 +40,53 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def make_app(endpoint: str) -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
-    state: dict[str, Any] = {}
+class PerRequest:
+    """The shared parts (configure_telemetry()'s handle, the plugin, the sessions) and
+    one request's work: a Runner made, run and closed."""
 
-    def startup() -> None:
-        from google.adk.agents import LlmAgent
-        from google.adk.apps import App
+    def __init__(self, endpoint: str) -> None:
         from google.adk.sessions import InMemorySessionService
 
         from adk_task_telemetry import TaskTelemetryPlugin, configure_telemetry
-        from adk_task_telemetry.scenarios import ScriptedLlm, call, text
 
-        state["handle"] = configure_telemetry(service_name="close-flush-server",
-                                              endpoint=endpoint, protocol="http/protobuf")
+        self.handle = configure_telemetry(service_name="close-flush-server",
+                                          endpoint=endpoint, protocol="http/protobuf")
+        self.plugin = TaskTelemetryPlugin()
+        self.sessions = InMemorySessionService()
+
+    async def request(self) -> dict[str, Any]:
+        """One run with ``CALLS`` parallel calls through a Runner of its own; answers
+        the metric batches the export has sent after the Runner's close."""
+        from google.adk.agents import LlmAgent
+        from google.adk.apps import App
+        from google.adk.runners import Runner
+        from google.genai import types
+
+        from adk_task_telemetry.scenarios import ScriptedLlm, call, text
 
         async def fetch(item: int) -> dict[str, int]:
             """Fetches one item."""
             await asyncio.sleep(0)
             return {"item": item}
 
-        # Every run the same turn: CALLS parallel calls, then an answer.
-        state["model_turns"] = lambda: [
-            [call("fetch", f"c{i}", item=i) for i in range(CALLS)], [text("done")]]
-        state["tools"] = [fetch]
-        state["plugin"] = TaskTelemetryPlugin()
-        state["sessions"] = InMemorySessionService()
-        state["App"], state["LlmAgent"], state["ScriptedLlm"] = App, LlmAgent, ScriptedLlm
-
-    async def one_request() -> dict[str, Any]:
-        from google.adk.runners import Runner
-        from google.genai import types
-
-        agent = state["LlmAgent"](name="fetcher", model=state["ScriptedLlm"](
-            state["model_turns"]()), instruction="scripted", tools=state["tools"])
-        app = state["App"](name="per_request", root_agent=agent, plugins=[state["plugin"]])
-        runner = Runner(app=app, session_service=state["sessions"])
+        model = ScriptedLlm([[call("fetch", f"c{i}", item=i) for i in range(CALLS)],
+                             [text("done")]])
+        agent = LlmAgent(name="fetcher", model=model, instruction="scripted", tools=[fetch])
+        app = App(name="per_request", root_agent=agent, plugins=[self.plugin])
+        runner = Runner(app=app, session_service=self.sessions)
         try:
-            session = await state["sessions"].create_session(app_name="per_request",
-                                                             user_id="u")
+            session = await self.sessions.create_session(app_name="per_request", user_id="u")
             msg = types.Content(role="user", parts=[types.Part(text="go")])
             async for _event in runner.run_async(user_id="u", session_id=session.id,
                                                  new_message=msg):
                 pass
         finally:
             await runner.close()
-        return {"metrics_sent": state["handle"].export_status()["metrics"].sent}
+        return {"metrics_sent": self.handle.export_status()["metrics"].sent}
+
+
+def make_app(endpoint: str) -> Callable[[dict[str, Any], Receive, Send], Awaitable[None]]:
+    state: dict[str, PerRequest] = {}
 
     async def respond(send: Send, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -93,19 +99,24 @@ def make_app(endpoint: str) -> Callable[[dict[str, Any], Receive, Send], Awaitab
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
-                    startup()
+                    state["app"] = PerRequest(endpoint)
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         elif scope["type"] == "http":
             if scope["path"] == "/run":
-                await respond(send, await one_request())
+                await respond(send, await state["app"].request())
             else:
                 handler = signal.getsignal(signal.SIGTERM)
                 await respond(send, {"module": getattr(handler, "__module__", None)})
 
     return app
+
+
+async def _requests(endpoint: str, n: int) -> list[int]:
+    app = PerRequest(endpoint)
+    return [(await app.request())["metrics_sent"] for _ in range(n)]
 
 
 def main(port: int, endpoint: str) -> None:
@@ -114,6 +125,11 @@ def main(port: int, endpoint: str) -> None:
     from adk_task_telemetry.testing import close_metrics_every
 
     os.environ.update(FAR_AWAY)
+    if port == 0:  # no server: N requests, then the interpreter's exit (atexit)
+        with close_metrics_every(INTERVAL_S):
+            sent = asyncio.run(_requests(endpoint, int(sys.argv[3])))
+        print("RESULT " + json.dumps({"metrics_sent": sent}), flush=True)
+        return
     with close_metrics_every(INTERVAL_S):
         uvicorn.Server(uvicorn.Config(make_app(endpoint), host="127.0.0.1", port=port,
                                       log_level="warning", lifespan="on",

@@ -135,3 +135,26 @@ def _log(log: Any) -> str:
     log.flush()
     log.seek(0)
     return str(log.read())[-4000:]
+
+
+def test_the_exit_list_sends_what_the_last_closes_deferred() -> None:
+    """Runners per request, the last closes' metrics deferred (the interval is a minute
+    there), then the process returns from main: the exit list (atexit) drops the
+    pending deferral and collects everything itself."""
+    receiver = HttpReceiver()
+    runs = 3
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        proc = subprocess.run([sys.executable, str(HERE / "close_flush_server.py"), "0",
+                               receiver.endpoint, str(runs)], capture_output=True,
+                              text=True, timeout=120, env=env, cwd=str(HERE))
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-6000:]
+        sent = json.loads(lines[0][len("RESULT "):])["metrics_sent"]
+        rx = receiver.received
+    finally:
+        receiver.stop()
+    assert sent[0] >= 1 and sent[-1] == sent[-2], sent  # the last close deferred
+    assert _started_total(rx) == runs * 2
+    durations = [p.count for p in _points(rx, "adk.tool_task.duration")]
+    assert durations[-1:] == [runs * 2], durations
