@@ -242,7 +242,18 @@ def markdown() -> list[str]:
              "later batch, the hand-off to exit.py's worker thread) is within the noise. "
              "These slopes move by about 10 % from process to process (the export "
              "thread's batches and the collector's passes fall in or out of the window): "
-             "the same engine read 1.23 and 1.45 in two runs on 2.13.0.", "",
+             "the same engine read 1.23 and 1.45 in two runs on 2.13.0. Since then a "
+             "close collects metrics at most once a second (`exit.CLOSE_METRICS_EVERY_S`; "
+             "a close within it leaves them to one deferred collection, see "
+             "docs/configuration.md). That interval is wall time, and under callgrind a "
+             "run outlasts it, so at the default every close still collects (1.43 and "
+             "1.21 on 2.13.0 and 1.39.1, 2026-12-02: the shape of fewer than one "
+             "request a second). The `coalesced` rows are recorded with "
+             "`--close-interval 3600 --shape per_request --record coalesced`: the "
+             "window's closes share one deferred collection that falls after it, the "
+             "shape of a server with more than one request a second, whose one "
+             "collection a second (about 1.2M instructions) is then a cost per second, "
+             "not per task.", "",
              "| google-adk | engine | long-lived: instr/task | per request: instr/task | "
              "per request / long-lived | date |", "|---|---|---|---|---|---|"]
     for key, r in sorted(json.loads(path.read_text()).items()):
