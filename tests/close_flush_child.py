@@ -8,15 +8,19 @@ run in between:
 1. the Runner closes (the orphan is alive: ``orphans_alive`` 1);
 2. the orphan ends (``orphan_lifetime`` gets a point, ``orphans_alive`` goes to 0:
    metrics recorded outside any run, nothing else);
-3. a second Runner on the same App closes: its flush must send those metrics;
+3. a second Runner on the same App closes: its flush must send those metrics at once
+   (orphan measurements are not coalesced);
 4. the application records a metric of its own (outside any run: no plugin sees it)
-   into the MeterProvider configure_telemetry() installed, and a third Runner closes:
-   its flush must send it;
+   into the MeterProvider configure_telemetry() installed, and a third Runner closes,
+   within the coalescing interval of the second's collection (widened to
+   ``INTERVAL_S`` so that a loaded machine cannot push it out): it sends no metrics at
+   once, and the deferred collection must send the metric (waited for: the export's
+   own count goes up);
 5. a fourth closes right after it, with nothing new.
 
-After each close it prints the metric batches sent so far; then it dies with
-``os._exit`` (as a server that uvicorn's re-raised SIGTERM kills: no atexit, no
-shutdown), so only what the closes flushed reaches the receiver.
+After each close (and the deferred collection) it records the metric batches sent so
+far; then it dies with ``os._exit`` (as a server that uvicorn's re-raised SIGTERM
+kills: no atexit, no shutdown), so only what the closes flushed reaches the receiver.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import os
 import sys
 from typing import Any
 
+#: The coalescing interval here (exit.CLOSE_METRICS_EVERY_S is 1 s).
+INTERVAL_S = 3.0
 FAR_AWAY = {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BLRP_SCHEDULE_DELAY": "600000",
             "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
 
@@ -80,14 +86,23 @@ async def main(endpoint: str) -> dict[str, Any]:
     from opentelemetry import metrics
 
     metrics.get_meter("the_app").create_counter("app.jobs").add(1)
-    for _ in range(2):
-        await Runner(app=app, session_service=sessions).close()
-        out["metrics_sent"].append(sent())
+    await Runner(app=app, session_service=sessions).close()
+    out["metrics_sent"].append(sent())
+    # The deferred collection: the positive signal is the export's own count rising
+    # (when the close deferred; if it collected at once, the test fails on that).
+    while sent() == out["metrics_sent"][-1] == out["metrics_sent"][-2]:
+        await asyncio.sleep(0.05)
+    out["metrics_sent"].append(sent())
+    await Runner(app=app, session_service=sessions).close()
+    out["metrics_sent"].append(sent())
     return out
 
 
 if __name__ == "__main__":
     os.environ.update(FAR_AWAY)
-    result = asyncio.run(main(sys.argv[1]))
+    from adk_task_telemetry.testing import close_metrics_every
+
+    with close_metrics_every(INTERVAL_S):
+        result = asyncio.run(main(sys.argv[1]))
     print("RESULT " + json.dumps(result), flush=True)
     os._exit(0)  # no atexit: only what the closes flushed has left the process

@@ -52,6 +52,17 @@ def measured_outside_runs() -> int:
     return _outside_runs
 
 
+#: Orphan measurements (reported at a run's end, or an orphan's end), every Metrics'.
+_orphan_points = 0
+
+
+def orphan_points() -> int:
+    """How many orphan measurements were taken so far: a plugin's close collects
+    metrics at once when this changed since the last (exit.Activity.alarms), not
+    coalesced with other closes."""
+    return _orphan_points
+
+
 class Series:
     """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
     counts behind ``started`` and ``active``."""
@@ -145,13 +156,16 @@ class Metrics:
                               else _exemplar_context(span))
 
     def orphaned(self, series: Series, trigger: str, span: Span) -> None:
+        global _orphan_points
+        _orphan_points += 1
         self._orphaned.add(1, {**series.attrs, sc.ADK_RUN_END_TRIGGER: trigger},
                            context=_exemplar_context(span))
         self._orphans_alive.add(1, series.attrs)
 
     def orphan_ended(self, series: Series, seconds: float, outcome: str, span: Span) -> None:
-        global _outside_runs
+        global _outside_runs, _orphan_points
         _outside_runs += 1
+        _orphan_points += 1
         self._orphans_alive.add(-1, series.attrs)
         self._orphan_lifetime.record(seconds, end_attributes({**series.attrs}, outcome),
                                      context=_exemplar_context(span))

@@ -25,7 +25,7 @@ from . import exit as _exit
 from . import plugin_order, pool_metrics, registry
 from . import semconv as sc
 from .configure import settings
-from .metrics import MAX_SERIES, Series, measured_outside_runs
+from .metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
 from .privacy import Redactor, default_redactor, to_attribute
 from .records import (
     OpenTask,
@@ -361,9 +361,10 @@ class TaskTelemetryPlugin(BasePlugin):
 
 def _activity() -> _exit.Activity:
     """What may have recorded metrics since the last close (exit.Activity): every
-    plugin's runs (begun, and alive now) and its measurements outside runs."""
+    plugin's runs (begun, and alive now) and its measurements outside runs; its
+    orphan measurements, which a close does not leave to a deferred collection."""
     return _exit.Activity((runs_begun(), measured_outside_runs()),
-                          registry.any_run_alive())
+                          registry.any_run_alive(), orphan_points())
 
 
 def _call_id(tool_context: ToolContext) -> str:

@@ -150,3 +150,20 @@ def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
 # reading the turn from the request, so one instance serves many concurrent runs (ADK's
 # server in benchmarks/bench_server.py, the held runs of benchmarks/bench_curve.py).
 from .scenarios import FanOutLlm as FanOutLlm  # noqa: E402
+
+# --- closeflush ---
+
+
+@contextlib.contextmanager
+def close_metrics_every(seconds: float) -> Iterator[None]:
+    """Inside the block, a Runner's close collects metrics at most once per ``seconds``
+    (``exit.CLOSE_METRICS_EVERY_S``, 1 s): a test that needs a close to fall inside
+    the interval on a loaded machine widens it, rather than racing the clock."""
+    from . import exit as _exit
+
+    before = _exit.CLOSE_METRICS_EVERY_S
+    _exit.CLOSE_METRICS_EVERY_S = seconds
+    try:
+        yield
+    finally:
+        _exit.CLOSE_METRICS_EVERY_S = before

@@ -123,7 +123,7 @@ class TelemetryHandle:
     def _owns(self, provider: object) -> bool:
         return self._setup is not None and any(provider is p for p in self._setup.owned())
 
-    def _flush_for_exit(self, start: float, *, final: bool, metrics: bool = True
+    def _flush_for_exit(self, start: float, *, final: bool, metrics: bool | None = True
                         ) -> list[_exit.Unfinished]:
         if final:
             return self._finish(start, _exit.LIVE_BUDGET_S, stop_server=False)
@@ -135,7 +135,9 @@ class TelemetryHandle:
         recorded = self._setup.recorded
         count = recorded.count if recorded is not None else 0
         drops = sum(sum(s.buffer.dropped.values()) for s in self._senders())
-        if drops != self._drops_collected or count != self._recorded_collected:
+        if metrics is None:  # a close's collection deferred (exit.CLOSE_METRICS_EVERY_S):
+            metrics = False  # what was seen stays counted as new for the deferred one
+        elif drops != self._drops_collected or count != self._recorded_collected:
             metrics = True
         if metrics:  # read before collecting: what comes during it is seen next time
             self._drops_collected, self._recorded_collected = drops, count
@@ -242,7 +244,7 @@ class ExitSide:
     def owns(self, provider: object) -> bool:
         return self._handle._owns(provider)
 
-    def flush(self, start: float, *, final: bool, metrics: bool = True
+    def flush(self, start: float, *, final: bool, metrics: bool | None = True
               ) -> list[_exit.Unfinished]:
         return self._handle._flush_for_exit(start, final=final, metrics=metrics)
 
