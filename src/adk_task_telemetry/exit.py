@@ -292,8 +292,9 @@ async def flush_after_close(activity: Activity | None = None) -> None:
     """Plugin close: the flush runs in this module's worker thread, so the event loop
     is not blocked; waits at most the budget (ADK gives close() 5 s).
 
-    What it costs is what is new: the batch processors of traces and logs export what
-    they hold (nothing, after a close with nothing since), and metrics, whose
+    What it costs is what is new: traces and logs export what they hold (our
+    pipeline's span buffer, the SDK's batch processors elsewhere; nothing, after a close
+    with nothing since), and metrics, whose
     collection costs the same however little changed (about 1.2M instructions with
     ADK's instruments), are collected only when ``activity`` says something may have
     been recorded since the last close's collection (None: always), and then at most
