@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import importlib.util
 import itertools
 import json
 import logging
@@ -49,6 +48,7 @@ from adk_task_telemetry.spans import OpenSpanProcessor
 
 from . import contract_run
 from .conftest import _GLOBAL_TP, _SWITCH
+from .tool_modules import load_tool
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "telemetry.md"
@@ -486,15 +486,9 @@ def test_prometheus_names_match_a_real_scrape(scraped: str) -> None:
 # --- captured outputs ------------------------------------------------------------------
 
 
-@cache
 def capture() -> ModuleType:
-    """tools/docs_capture.py (registered first: its dataclasses look their module up)."""
-    path = REPO / "tools" / "docs_capture.py"
-    spec = importlib.util.spec_from_file_location("docs_capture", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules["docs_capture"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tools/docs_capture.py."""
+    return load_tool("docs_capture")
 
 
 @cache

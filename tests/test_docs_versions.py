@@ -5,26 +5,16 @@ adk_compat's ``HOLDS_ON`` (adk_compat/versions.py, their one owner), rendered by
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from .tool_modules import load_tool
 
 
-@cache
 def tool() -> ModuleType:
-    """tools/versions_doc.py (registered first: its dataclass looks its module up)."""
-    path = REPO / "tools" / "versions_doc.py"
-    spec = importlib.util.spec_from_file_location("versions_doc", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules["versions_doc"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tools/versions_doc.py."""
+    return load_tool("versions_doc")
 
 
 @pytest.mark.parametrize("name", [t.name for t in tool().TABLES])
