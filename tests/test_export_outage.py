@@ -204,3 +204,26 @@ def test_past_the_byte_bound_the_oldest_are_dropped_and_exactly_they_are_counted
     in_outage = agent.served[5:105]
     assert set(_received_calls(rx)) == set(agent.served[:5] + in_outage[100 - kept:]
                                            + agent.served[105:])
+
+
+def test_what_ends_while_the_endpoint_is_down_is_held_to_the_byte_bound(
+        collector: list[GrpcReceiver | HttpReceiver],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans that end after the export has failed wait for the endpoint, so the byte
+    bound applies to them at once, not at the next retry. (They used to come into the
+    buffer unmeasured, as the next batch does while the endpoint answers, and held up
+    to two batches' worth past the bound until a retry failed.)"""
+    bound = 4000  # about ten tool_task spans
+    monkeypatch.setenv("ADK_TASK_TELEMETRY_BUFFER_SPAN_BYTES", str(bound))
+    handle, plugin = _pipeline(collector[0])
+    agent = Agent(plugin, calls=1)
+    try:
+        _outage(handle, collector, agent, runs=5, before=5)
+        asyncio.run(agent.run(60))
+        status = handle.export_status()["traces"]
+    finally:
+        handle.shutdown()
+    # On top of the bound at most the batch of a retry in flight, itself taken from
+    # within the bound (buffer.py).
+    assert 0 < status.buffered_bytes <= 2 * bound, status
+    assert status.buffered + status.dropped["buffer_full"] == 65, status

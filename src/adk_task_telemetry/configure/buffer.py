@@ -9,7 +9,8 @@ items and by bytes (an estimate of the OTLP encoding): past either bound the OLD
 items are dropped and counted. What goes out next is not measured (spans taken in
 within the first ``unmeasured`` places, a batch put into an empty buffer): an item
 is measured only once it comes to wait behind a backlog, or its export fails and it
-is put back; measuring costs about a tenth of what encoding the span costs, for a
+is put back (and from then on, until an export succeeds, everything is measured as it
+comes in: what arrives during an outage waits, so the bounds must see it); measuring costs about a tenth of what encoding the span costs, for a
 bound that matters only once items wait (benchmarks/bench_export.py). Should the
 inbox reach ``spill_at`` items before the sender takes them (it is waiting on the
 network), the thread that ends spans moves them in itself, measured, so the bounds
@@ -53,6 +54,9 @@ class Buffer:
         self._items: deque[tuple[Any, int | None]] = deque()
         self._bytes = 0  # of the measured items waiting
         self._unsized = 0  # items waiting not measured yet
+        #: An export failed and none has succeeded since: nothing goes out soon, so
+        #: everything that comes in is measured and the bounds see it.
+        self._holding = False
         self._out: list[tuple[Any, int | None]] = []  # the batch being sent
         self._out_bytes = 0
         self.cond = threading.Condition()
@@ -66,9 +70,9 @@ class Buffer:
         items = list(items)
         # Measured outside the lock when they will wait; a batch that goes out next is
         # not (decided again under the lock: a failed batch may have come back since).
-        sized = self._measure(items) if (self._items or self._out) else None
+        sized = self._measure(items) if self._backlog() else None
         with self.cond:
-            if sized is None and (self._items or self._out):
+            if sized is None and self._backlog():
                 sized = self._measure(items)
             if sized is None:
                 self._items.extend([(item, None) for item in items])
@@ -92,7 +96,7 @@ class Buffer:
         if not n:
             return 0
         items, pop = self._items, inbox.popleft
-        room = self._slack - len(items)
+        room = 0 if self._holding else self._slack - len(items)
         if room > 0:
             k = min(room, n)
             for _ in range(k):
@@ -109,8 +113,14 @@ class Buffer:
             self._bytes += total
         return self._trim()
 
+    def _backlog(self) -> bool:
+        """Something waits or is out, or an outage holds everything: an item put now
+        will wait, so it is measured."""
+        return bool(self._items or self._out or self._holding)
+
     def reset(self) -> None:
         """Forgets everything (a forked child: what it inherited is its parent's to send)."""
+        self._holding = False
         self.inbox.clear()
         self._items.clear()
         self._out = []
@@ -184,6 +194,7 @@ class Buffer:
                 self._measure_out()
                 self._measure_waiting()
             out, self._out, self._out_bytes = self._out, [], 0
+            self._holding = not sent and not reason
             if sent:
                 self.sent += len(out)
             elif reason:
