@@ -40,7 +40,7 @@ SAMPLERS = ("always_on", "always_off")
 #: to price that collection in the Runner-per-request figure.
 CLOSE_METRICS = "ADK_BENCH_CLOSE_METRICS"
 #: ``--close-interval S``: a close collects metrics at most once per S seconds (the
-#: engine's ``exit.CLOSE_METRICS_EVERY_S``, 1 s) in the children. The interval is wall
+#: engine's ``close_flush.CLOSE_METRICS_EVERY_S``, 1 s) in the children. The interval is wall
 #: time and callgrind runs Python some 50 times slower: at 1 s a run under it takes
 #: longer than the interval, so every close still collects (the figure of a server
 #: with fewer than one request a second); at 3600 the window's closes share one
@@ -239,11 +239,11 @@ def markdown() -> list[str]:
              "the worst case. With that collection stubbed out (`--close-metrics off "
              "--shape per_request`) the same benchmark read 0.96 on 2.13.0 (2026-12-02): "
              "the rest of the close (the run's spans exported at the close instead of in a "
-             "later batch, the hand-off to exit.py's worker thread) is within the noise. "
+             "later batch, the hand-off to flush_worker.py's thread) is within the noise. "
              "These slopes move by about 10 % from process to process (the export "
              "thread's batches and the collector's passes fall in or out of the window): "
              "the same engine read 1.23 and 1.45 in two runs on 2.13.0. Since then a "
-             "close collects metrics at most once a second (`exit.CLOSE_METRICS_EVERY_S`; "
+             "close collects metrics at most once a second (`close_flush.CLOSE_METRICS_EVERY_S`; "
              "a close within it leaves them to one deferred collection, see "
              "docs/configuration.md). That interval is wall time, and under callgrind a "
              "run outlasts it, so at the default every close still collects (1.43 and "
@@ -269,7 +269,7 @@ def markdown() -> list[str]:
                   "long-lived or per request, in a rotating order; medians over the rounds; "
                   "a machine shared with other work, so only the direction is firm): of "
                   "the event loop's thread, and of the whole process (the close's flush "
-                  "runs in exit.py's worker thread: only in the second).", "",
+                  "runs in flush_worker.py's thread: only in the second).", "",
                   "| google-adk | engine | long-lived: us/task | per request: us/task | "
                   "median ratio per round | process: long-lived | process: per request | "
                   "process: ratio |", "|---|---|---|---|---|---|---|---|"]

@@ -31,7 +31,7 @@ import os
 import sys
 from typing import Any
 
-#: The coalescing interval here (exit.CLOSE_METRICS_EVERY_S is 1 s).
+#: The coalescing interval here (close_flush.CLOSE_METRICS_EVERY_S is 1 s).
 INTERVAL_S = 3.0
 FAR_AWAY = {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BLRP_SCHEDULE_DELAY": "600000",
             "OTEL_METRIC_EXPORT_INTERVAL": "600000"}

@@ -4,7 +4,7 @@ A close flushes when no run is busy (a server's last close comes right before uv
 dies by SIGTERM, with no atexit). It collects metrics only when something may have
 been recorded since the last close's collection: a run began or was alive, or a
 measurement was taken outside any run, or anything was recorded into the MeterProvider
-configure_telemetry() built; and at most once per exit.CLOSE_METRICS_EVERY_S, unless
+configure_telemetry() built; and at most once per close_flush.CLOSE_METRICS_EVERY_S, unless
 orphans were measured since: a close within the interval leaves them to one deferred
 collection, which must reach the receiver. The child (tests/close_flush_child.py) records metrics
 between closes with no run at all (an orphan that ends after its run and after the

@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("adk_compat.versions", "adk_compat.probes", "adk_compat.access", "adk_compat.signals",
      "adk_compat.ledger", "adk_compat.notes", "adk_compat.live_path", "adk_compat.thread_pool",
      "adk_compat",
-     "records", "metrics", "spans", "exit", "plugin_order", "configure.settings"),
+     "records", "metrics", "spans", "flush_worker", "exit", "close_flush", "plugin_order",
+     "configure.settings"),
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
     # the engine's parts that change no state: spans, run index, drivers, threads, exit

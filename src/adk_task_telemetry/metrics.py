@@ -58,7 +58,7 @@ _orphan_points = 0
 
 def orphan_points() -> int:
     """How many orphan measurements were taken so far: a plugin's close collects
-    metrics at once when this changed since the last (exit.Activity.alarms), not
+    metrics at once when this changed since the last (close_flush.Activity.alarms), not
     coalesced with other closes."""
     return _orphan_points
 

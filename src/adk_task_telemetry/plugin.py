@@ -21,8 +21,8 @@ from opentelemetry import metrics, trace
 from typing_extensions import override  # ADK's own plugins use it; ADK requires it
 
 from . import adk_compat as compat
+from . import close_flush, plugin_order, pool_metrics, registry
 from . import exit as _exit
-from . import plugin_order, pool_metrics, registry
 from . import semconv as sc
 from .configure import settings
 from .metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
@@ -196,7 +196,7 @@ class TaskTelemetryPlugin(BasePlugin):
             # was recorded goes out now (off the event loop, bounded). Not while
             # other runs go on (a Runner per request): batching does its job there.
             if not busy:
-                await _exit.flush_after_close(_activity())
+                await close_flush.flush_after_close(_activity())
         except Exception:
             self._tracker.failed("close")
 
@@ -359,11 +359,11 @@ class TaskTelemetryPlugin(BasePlugin):
         return {key: to_attribute(redacted, self._max_arg)}
 
 
-def _activity() -> _exit.Activity:
-    """What may have recorded metrics since the last close (exit.Activity): every
+def _activity() -> close_flush.Activity:
+    """What may have recorded metrics since the last close (close_flush.Activity): every
     plugin's runs (begun, and alive now) and its measurements outside runs; its
     orphan measurements, which a close does not leave to a deferred collection."""
-    return _exit.Activity((runs_begun(), measured_outside_runs()),
+    return close_flush.Activity((runs_begun(), measured_outside_runs()),
                           registry.any_run_alive(), orphan_points())
 
 

@@ -157,13 +157,13 @@ from .scenarios import FanOutLlm as FanOutLlm  # noqa: E402
 @contextlib.contextmanager
 def close_metrics_every(seconds: float) -> Iterator[None]:
     """Inside the block, a Runner's close collects metrics at most once per ``seconds``
-    (``exit.CLOSE_METRICS_EVERY_S``, 1 s): a test that needs a close to fall inside
+    (``close_flush.CLOSE_METRICS_EVERY_S``, 1 s): a test that needs a close to fall inside
     the interval on a loaded machine widens it, rather than racing the clock."""
-    from . import exit as _exit
+    from . import close_flush
 
-    before = _exit.CLOSE_METRICS_EVERY_S
-    _exit.CLOSE_METRICS_EVERY_S = seconds
+    before = close_flush.CLOSE_METRICS_EVERY_S
+    close_flush.CLOSE_METRICS_EVERY_S = seconds
     try:
         yield
     finally:
-        _exit.CLOSE_METRICS_EVERY_S = before
+        close_flush.CLOSE_METRICS_EVERY_S = before

@@ -7,18 +7,18 @@ buffer proper. Metric and log batches come from the SDK's reader and batch proce
 through ``put``. Either way the sender thread takes them out in order. Bounded by
 items and by bytes (an estimate of the OTLP encoding): past either bound the OLDEST
 items are dropped and counted. What goes out next is not measured (spans taken in
-within the first ``unmeasured`` places, a batch put into an empty buffer): an item
-is measured only once it comes to wait behind a backlog, or its export fails and it
-is put back (and from then on, until an export succeeds, everything is measured as it
-comes in: what arrives during an outage waits, so the bounds must see it); measuring costs about a tenth of what encoding the span costs, for a
-bound that matters only once items wait (benchmarks/bench_export.py). Should the
-inbox reach ``spill_at`` items before the sender takes them (it is waiting on the
-network), the thread that ends spans moves them in itself, measured, so the bounds
-hold then too. Oldest, because
-when the endpoint answers again the telemetry it gets is then contiguous up to the
-present (dashboards, alerts and the traces of what is going on now are whole) and the
-gap lies at a known place in the past, named in the recovery log line; it is also what
-the SDK's own queue does when it is full.
+within the first ``unmeasured`` places, a batch put into an empty buffer): an item is
+measured only once it comes to wait behind a backlog, or its export fails and it is
+put back (and from then on, until an export succeeds, everything is measured as it
+comes in: what arrives during an outage waits, so the bounds must see it); measuring
+costs about a tenth of what encoding the span costs, for a bound that matters only
+once items wait (benchmarks/bench_export.py). Should the inbox reach ``spill_at``
+items before the sender takes them (it is waiting on the network), the thread that
+ends spans moves them in itself, measured, so the bounds hold then too. Oldest,
+because when the endpoint answers again the telemetry it gets is then contiguous up to
+the present (dashboards, alerts and the traces of what is going on now are whole) and
+the gap lies at a known place in the past, named in the recovery log line; it is also
+what the SDK's own queue does when it is full.
 """
 
 from __future__ import annotations

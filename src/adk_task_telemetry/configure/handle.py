@@ -135,7 +135,7 @@ class TelemetryHandle:
         recorded = self._setup.recorded
         count = recorded.count if recorded is not None else 0
         drops = sum(sum(s.buffer.dropped.values()) for s in self._senders())
-        if metrics is None:  # a close's collection deferred (exit.CLOSE_METRICS_EVERY_S):
+        if metrics is None:  # a close's collection deferred (close_flush.CLOSE_METRICS_EVERY_S):
             metrics = False  # what was seen stays counted as new for the deferred one
         elif drops != self._drops_collected or count != self._recorded_collected:
             metrics = True
