@@ -39,7 +39,7 @@ SMALL, LARGE = 1, 4
 
 
 def _noop_log_exporter() -> Any:
-    from adk_task_telemetry.configure.export import _LOG_SUCCESS, _LogExporterBase
+    from adk_task_telemetry.configure.handover import _LOG_SUCCESS, _LogExporterBase
 
     class Noop(_LogExporterBase):  # type: ignore[misc]
         def export(self, batch: Any) -> Any:

@@ -37,7 +37,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plugin",),
     # the process around it: export set-up, the Runner hook, the instrumentor, pytest
     ("configure.bridge", "configure.otlp", "configure.prometheus", "configure.buffer",
-     "configure.export", "configure.providers", "configure.handle", "configure",
+     "configure.export", "configure.handover", "configure.providers", "configure.handle",
+     "configure",
      "runner_hook", "instrumentation", "pytest_plugin"),
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.probe", "scenarios.library", "scenarios", "cli.results", "cli.wording",

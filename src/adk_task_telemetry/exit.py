@@ -8,7 +8,7 @@ runs when ADK closes a runner (``TaskTelemetryPlugin.close()``):
 2. every pipeline (what configure_telemetry() built) hands what the SDK holds to its
    senders and waits for them, in the calling thread, each signal to its own
    deadline; the global SDK providers that no pipeline owns (ADK's server's, with
-   ``OTEL_EXPORTER_OTLP_*`` set) are force-flushed by this module's worker thread;
+   ``OTEL_EXPORTER_OTLP_*`` set) are force-flushed by flush_worker.py's thread;
 3. what has not finished within the budget is given up and counted, in one line.
 
 No thread is started here at exit: Python 3.12 refuses new threads once interpreter

@@ -3,7 +3,7 @@ ADK's server or the application installed first.
 
 Everything is built first and installed last, so that a bad ``OTEL_BLRP_*`` value
 (the SDK raises) leaves nothing half installed. Spans go to our own processor
-(``export.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
+(``handover.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
 Where our exporters go is known from what we built (``Setup``), never by reading SDK
 objects.
 """
@@ -51,7 +51,8 @@ from .. import semconv as sc
 from ..spans import OpenSpanProcessor
 from ..version import __version__
 from . import bridge, prometheus, settings
-from .export import ADAPTERS, Sender
+from .export import Sender
+from .handover import ADAPTERS
 from .otlp import otlp_exporter
 from .outage import QuietExporterLogs
 
