@@ -378,12 +378,39 @@ TABLES = (
           "| google-adk | synchronous `FunctionTool` with `tool_thread_pool_config` | "
           "what the plugin shows |\n|---|---|---|", _thread_pool, " to ", newest_first=False),
 )
+def _seed_bug_sentence() -> str:
+    """README's opening paragraph on the seed bug: which tested releases have it."""
+    tested = tested_minors()
+    fixed = [m for m in tested if holds("background_tool_registry", m)]
+    have = [m for m in tested if not holds("background_tool_registry", m)]
+    if not fixed or not have:
+        raise ValueError("HOLDS_ON no longer splits the tested minors into releases with "
+                         "and without ADK issue 7058: rewrite README's paragraph")
+    first = "{}.{}".format(*min(fixed))
+    return (f"**The bug that motivates it** (ADK issue 7058, fixed in google-adk {first}): "
+            "when one live\nmodel response held two calls to the same streaming tool, ADK "
+            "kept one task per tool *name*,\nso teardown cancelled only the last call and "
+            "the first kept running forever. Of the tested\nreleases, google-adk "
+            f"{ranges(have, ' to ')} have it (or worse: see the table under\n"
+            "[Supported versions](#supported-versions)); `make demo` shows it happen.\n")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A paragraph of a doc that states a range of releases, written from HOLDS_ON."""
+
+    name: str
+    doc: str
+    render: Callable[[], str]
+
+
+SENTENCES = (Sentence("seed-bug-releases", "README.md", _seed_bug_sentence),)
 _BEGIN = "<!-- versions:begin {}: written by tools/versions_doc.py --tables from " \
          "adk_compat/versions.py -->"
 _END = "<!-- versions:end -->"
 
 
-def committed(table: Table) -> tuple[list[str], int, int]:
+def committed(table: Table | Sentence) -> tuple[list[str], int, int]:
     """The lines of ``table``'s doc, and the indexes of its marker lines."""
     lines = (ROOT / table.doc).read_text().splitlines()
     begin = _BEGIN.format(table.name)
@@ -394,7 +421,7 @@ def committed(table: Table) -> tuple[list[str], int, int]:
     return lines, i, j
 
 
-def stale(table: Table) -> list[str]:
+def stale(table: Table | Sentence) -> list[str]:
     """A diff of ``table``'s committed copy against HOLDS_ON's; empty when current."""
     lines, i, j = committed(table)
     return list(difflib.unified_diff(lines[i + 1:j], table.render().splitlines(),
@@ -403,7 +430,7 @@ def stale(table: Table) -> list[str]:
 
 def write_tables(check: bool) -> int:
     status = 0
-    for table in TABLES:
+    for table in (*TABLES, *SENTENCES):
         diff = stale(table)
         if not diff:
             continue
