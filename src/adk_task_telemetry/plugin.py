@@ -364,7 +364,7 @@ def _activity() -> close_flush.Activity:
     plugin's runs (begun, and alive now) and its measurements outside runs; its
     orphan measurements, which a close does not leave to a deferred collection."""
     return close_flush.Activity((runs_begun(), measured_outside_runs()),
-                          registry.any_run_alive(), orphan_points())
+                                registry.any_run_alive(), orphan_points())
 
 
 def _call_id(tool_context: ToolContext) -> str:
