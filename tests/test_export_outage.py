@@ -11,17 +11,26 @@ order; the plugin's count is ``handle.export_status()`` and the exported
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from google.adk.tools.tool_context import ToolContext
+from opentelemetry.sdk.trace import ReadableSpan
 
 from adk_task_telemetry import TaskTelemetryPlugin
-from adk_task_telemetry.configure import TelemetryHandle, detached
+from adk_task_telemetry.configure import SignalStatus, TelemetryHandle, detached
 
-from .otlp_receivers import GrpcReceiver, HttpReceiver, Received, attrs, restarted
+from .otlp_receivers import (
+    BlackHole,
+    GrpcReceiver,
+    HttpReceiver,
+    Received,
+    attrs,
+    restarted,
+)
 
 PROTOCOLS = ["grpc", "http/protobuf"]
 RECEIVERS: dict[str, Callable[[], GrpcReceiver | HttpReceiver]] = {
@@ -71,11 +80,28 @@ def _received_calls(rx: Received) -> list[str]:
     return [str(attrs(s.attributes)["gen_ai.tool.call.id"]) for s in rx.tool_spans()]
 
 
-def _until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+def _until(predicate: Callable[[], bool], what: str, timeout: float = 60.0,
+           seen: Callable[[], object] = lambda: None) -> None:
+    """Waits for ``predicate``; on timeout the message says what ``seen`` saw last."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; saw {seen()}"
         time.sleep(0.05)
+
+
+def _at_rest(handle: TelemetryHandle, within: Callable[[SignalStatus], bool]) -> SignalStatus:
+    """The traces status once the buffer is ``within`` its bound again. A retry in
+    flight comes on top of the bound until it fails and is trimmed (buffer.py); after
+    the outage's runs nothing more arrives, so from then on what is held and what was
+    dropped stay as they are."""
+    last: list[SignalStatus] = []
+
+    def settled() -> bool:
+        last[:] = [handle.export_status()["traces"]]
+        return last[0].failing and within(last[0])
+
+    _until(settled, "the buffer back within its bound", seen=lambda: last)
+    return last[0]
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -149,9 +175,10 @@ def test_past_the_bound_the_oldest_are_dropped_and_exactly_they_are_counted(
     rx = collector[0].received
     try:
         _outage(handle, collector, agent, runs=100, before=5)
-        held = handle.export_status()["traces"]
+        held = _at_rest(handle, lambda s: s.buffered <= 40)
         collector[0] = restarted(collector[0])
-        _until(lambda: len(set(_received_calls(rx))) == 5 + 40, "what the buffer held")
+        _until(lambda: len(set(_received_calls(rx))) == 5 + 40, "what the buffer held",
+               seen=lambda: (held, len(set(_received_calls(rx)))))
         asyncio.run(agent.run(5))
         handle.force_flush()
         _until(lambda: len(set(_received_calls(rx))) == 5 + 40 + 5, "the spans after it")
@@ -189,9 +216,10 @@ def test_past_the_byte_bound_the_oldest_are_dropped_and_exactly_they_are_counted
     rx = collector[0].received
     try:
         _outage(handle, collector, agent, runs=100, before=5)
-        held = handle.export_status()["traces"]
+        held = _at_rest(handle, lambda s: s.buffered_bytes <= bound)
         collector[0] = restarted(collector[0])
-        _until(lambda: len(set(_received_calls(rx))) == 5 + held.buffered, "what was held")
+        _until(lambda: len(set(_received_calls(rx))) == 5 + held.buffered, "what was held",
+               seen=lambda: (held, len(set(_received_calls(rx)))))
         asyncio.run(agent.run(5))
         handle.force_flush()
         _until(lambda: len(set(_received_calls(rx))) == 5 + held.buffered + 5, "the rest")
@@ -227,3 +255,39 @@ def test_what_ends_while_the_endpoint_is_down_is_held_to_the_byte_bound(
     # within the bound (buffer.py).
     assert 0 < status.buffered_bytes <= 2 * bound, status
     assert status.buffered + status.dropped["buffer_full"] == 65, status
+
+
+def test_while_an_attempt_hangs_what_ends_is_held_to_the_bound_in_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the endpoint fails, each span is measured and the bounds applied at its
+    end, not when the sender is back from an attempt that may take the whole export
+    timeout: the ended spans alive in the process are those the status counts, within
+    the bound and the one batch being tried. Seen while an attempt hangs on an endpoint
+    that never answers. (The spans used to wait unmeasured in the sender's inbox
+    meanwhile, up to 2,048 of them, whatever the byte bound.)"""
+    bound = 4000  # about ten tool_task spans
+    monkeypatch.setenv("ADK_TASK_TELEMETRY_BUFFER_SPAN_BYTES", str(bound))
+    hole = BlackHole()
+    handle = detached(endpoint=hole.endpoint, protocol="http/protobuf", timeout=4.0)
+    agent = Agent(TaskTelemetryPlugin(tracer_provider=handle.tracer_provider,
+                                      meter_provider=handle.meter_provider), calls=1)
+    try:
+        asyncio.run(agent.run(1))
+        handle.force_flush(timeout_millis=200)  # the first attempt, which times out
+        _until(lambda: handle.export_status()["traces"].failing, "the first attempt to fail")
+        # The retry opens a connection of its own (the timed-out one is dropped).
+        _until(lambda: len(hole.accepted) >= 2, "the retry to hang")
+        asyncio.run(agent.run(60))
+        gc.collect()
+        alive = sum(1 for o in gc.get_objects()
+                    if isinstance(o, ReadableSpan) and o.end_time is not None)
+        status = handle.export_status()["traces"]
+    finally:
+        handle.shutdown(timeout_millis=500)
+        hole.stop()
+    # Within the byte bound, and the batch in flight taken from within it: at most
+    # twice what fits the bound (the attempt may end meanwhile, dropping what no
+    # longer fits).
+    assert status.failing and 0 < status.buffered_bytes <= 2 * bound, status
+    fits = bound / (status.buffered_bytes / status.buffered)
+    assert alive <= 2 * fits, (alive, status)

@@ -14,7 +14,8 @@ comes in: what arrives during an outage waits, so the bounds must see it); measu
 costs about a tenth of what encoding the span costs, for a bound that matters only
 once items wait (benchmarks/bench_export.py). Should the inbox reach ``spill_at``
 items before the sender takes them (it is waiting on the network), the thread that
-ends spans moves them in itself, measured, so the bounds hold then too. Oldest,
+ends spans moves them in itself, measured, so the bounds hold then too; once an export
+has failed it does so at each span's end (export.py, ``Sender.wake``). Oldest,
 because when the endpoint answers again the telemetry it gets is then contiguous up to
 the present (dashboards, alerts and the traces of what is going on now are whole) and
 the gap lies at a known place in the past, named in the recovery log line; it is also

@@ -91,8 +91,10 @@ class Sender:
         self.inner = inner
         self.batch = batching.size if batching else _BATCH[self.signal]
         self._delay = batching.delay_s if batching else 0.0
-        #: Inbox length at which SpanHandOver wakes the sender (every span: no delay).
-        self.wake_at = self.batch if self._delay > 0 else 1
+        #: Inbox length at which SpanHandOver calls ``wake`` (every span: no delay, or
+        #: while the endpoint fails, when ``wake`` takes each span in measured).
+        self._wake_normally = self.batch if self._delay > 0 else 1
+        self.wake_at = self._wake_normally
         self._due = 0.0  # when a partial batch goes (the delay after the last send)
         self._draining = 0  # flushes waiting: send what there is, however little
         self._push = False  # a processor's force_flush: send what there is, once
@@ -133,18 +135,24 @@ class Sender:
             self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
 
     def wake(self) -> None:
-        """A batch is in the inbox (``SpanHandOver``): tells the sender once; past
-        ``spill_at`` (the sender is busy on the network) takes them in here, measured."""
+        """A batch is in the inbox (``SpanHandOver``): tells the sender once. While the
+        endpoint fails, or past ``spill_at`` (the sender is busy on the network), takes
+        them in here, measured: they will wait, so the bounds must see them now, not
+        when the sender is back from an attempt that may take the export timeout."""
         buf = self.buffer
-        spill = len(buf.inbox) >= buf.spill_at
+        spill = self.failing or len(buf.inbox) >= buf.spill_at
         if self._awake and not spill:
             return
         dropped = 0
         with buf.cond:
             if spill:
                 dropped = buf.absorb()
-            self._awake = True
-            buf.cond.notify_all()
+            # Failing, the sender waits for its next try: not woken for each span. Read
+            # under the lock: a sender that recovered since then looks at the buffer
+            # before it waits again, and this span is there.
+            if not self.failing:
+                self._awake = True
+                buf.cond.notify_all()
         if dropped:
             self._on_drop(self.signal, sc.ExportDropReason.BUFFER_FULL, dropped)
 
@@ -228,6 +236,7 @@ class Sender:
         if self.failing:
             return
         self.failing = True
+        self.wake_at = 1  # each span that ends now waits: measured as it comes (wake)
         self._outage_start = time.monotonic()
         # An exporter that raised (a retry loop's timeout gone negative) says nothing
         # of the endpoint: the socket tells.
@@ -250,6 +259,7 @@ class Sender:
             self._dropped_at_ok = total
             return
         self.failing = False
+        self.wake_at = self._wake_normally
         held = self.buffer.held()[0] + just_sent
         dropped, self._dropped_at_ok = total - self._dropped_at_ok, total
         logger.warning(

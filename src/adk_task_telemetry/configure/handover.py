@@ -49,12 +49,12 @@ class SpanHandOver(SpanProcessor):
     """configure_telemetry()'s span processor: each ended, sampled span goes straight
     into the traces buffer, which the sender thread drains (no SDK batch processor in
     between). The span's end pays one append and a length check; the sender is
-    woken when a batch is there."""
+    woken when a batch is there. While the endpoint fails each span is taken into the
+    buffer at its end, measured, so the bounds hold as it waits."""
 
     def __init__(self, sender: Sender) -> None:
         self.sender = sender
         self._inbox = sender.buffer.inbox
-        self._batch = sender.wake_at
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
@@ -62,8 +62,9 @@ class SpanHandOver(SpanProcessor):
             return
         inbox = self._inbox
         inbox.append(span)
-        if len(inbox) >= self._batch:
-            self.sender.wake()
+        sender = self.sender
+        if len(inbox) >= sender.wake_at:  # 1 while the endpoint fails (Sender.wake)
+            sender.wake()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """The spans ended so far go out now (as the SDK's BatchSpanProcessor would
