@@ -1,21 +1,22 @@
 """One signal's OTLP export: spans or the SDK's batches go into a buffer, a thread of
 ours sends them.
 
-Spans: our span processor (handover.py's ``SpanHandOver``) appends each ended, sampled span to the
-traces buffer (buffer.py) and returns; no SDK BatchSpanProcessor sits in front (its
-queue and worker thread would be a second buffer and a second thread per span). The
-sender thread batches them as the SDK's processor would: a full batch
-(``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``) goes at once, a partial one after
+Spans: our span processor (handover.py's ``SpanHandOver``) appends each ended, sampled
+span to the traces buffer's inbox (buffer.py) and returns; no SDK BatchSpanProcessor
+sits in front (its queue and worker thread would be a second buffer and a second
+thread per span). The sender thread batches them as the SDK's processor would: a full
+batch (``OTEL_BSP_MAX_EXPORT_BATCH_SIZE``) goes at once, a partial one after
 ``OTEL_BSP_SCHEDULE_DELAY``, everything at a flush. Metrics and logs: the SDK's
 periodic reader and log batch processor call our exporter, which only puts the batch
 into the signal's bounded buffer and returns. Either way nothing of the SDK's waits on
-the network. The signal's sender
-thread, started with the setup (never at interpreter exit: Python 3.12 refuses new
-threads there), sends the buffer in order. While the endpoint fails, the batch
-stays at the head and is tried again every ``RETRY_S``; a batch the endpoint
-rejects for good (HTTP 400, gRPC INVALID_ARGUMENT) is dropped and counted. Each
-outage is told twice, per signal: when it starts, and when it ends with the numbers
-kept and dropped.
+the network. The signal's sender thread, started with the setup (never at interpreter
+exit: Python 3.12 refuses new threads there), sends the buffer in order. While the
+endpoint fails, the batch stays at the head and is tried again every ``RETRY_S``, and
+each span that ends is taken into the buffer at its end, measured (``Sender.wake``):
+it will wait, so the bounds must hold for it now, not when an attempt that may take
+the whole export timeout returns. A batch the endpoint rejects for good (HTTP 400,
+gRPC INVALID_ARGUMENT) is dropped and counted. Each outage is told twice, per signal:
+when it starts, and when it ends with the numbers kept and dropped.
 """
 
 from __future__ import annotations
