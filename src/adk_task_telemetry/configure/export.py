@@ -343,12 +343,14 @@ class Sender:
         return n
 
     def status(self) -> SignalStatus:
-        with self.buffer.cond:
+        # One snapshot, under one hold of the lock: a failed attempt put back in between
+        # would trim, and what is held and what was dropped would not add up.
+        buf = self.buffer
+        with buf.cond:
             self._take_in()  # the bounds apply to what the inbox holds too
-        held, size = self.buffer.held()
-        with self.buffer.cond:
+            held, size = buf.held()
             return SignalStatus(self.signal, self.target.endpoint, self.failing, held, size,
-                                self.buffer.sent, dict(self.buffer.dropped))
+                                buf.sent, dict(buf.dropped))
 
     @property
     def proven(self) -> bool:
