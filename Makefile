@@ -333,7 +333,9 @@ $(STACK_BIN)/amtool: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go
 AM_WORK := .stack/alertmanager-src
 $(AM_WORK)/go.mod: tools/stack/alertmanager/go.mod tools/stack/alertmanager/go.sum tools/stack/alertmanager/ui-dist.txt
 	rm -rf $(AM_WORK) && mkdir -p $(AM_WORK)
-	src=$$(cd tools/stack/alertmanager && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager) && \
+	src=$$(cd tools/stack/alertmanager && go mod download -json github.com/prometheus/alertmanager \
+	  | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p') && \
+	  { test -d "$$src" || { echo "stack-bin: no source directory for github.com/prometheus/alertmanager" >&2; exit 1; }; } && \
 	  cp -r "$$src" $(AM_WORK)/alertmanager && chmod -R u+w $(AM_WORK)/alertmanager
 	mkdir -p $(AM_WORK)/alertmanager/ui/app/dist
 	cp tools/stack/alertmanager/ui-dist.txt $(AM_WORK)/alertmanager/ui/app/dist/README.txt
