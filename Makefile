@@ -284,14 +284,15 @@ matrix:
 
 # --- the real programs of deploy/, built from their Go modules ----------------------
 # The Collector of deploy/ (exactly its components), Jaeger v2, Prometheus 3 with promtool,
-# Alertmanager with amtool, into $(STACK_BIN), reusing Go's module and build caches.
+# Alertmanager with amtool, VictoriaLogs, into $(STACK_BIN), reusing Go's module and build
+# caches.
 STACK_BIN := .stack/bin
 
 # Each binary is a file target on its module's go.mod/go.sum (and generated sources), so a
 # re-run builds nothing when they are unchanged, and after `rm -rf .stack` only links (Go's
 # caches are warm). Versions: tools/stack/versions.py (read from the go.mod files and the
 # ocb manifest) is stamped into each program's --version.
-STACK_PROGRAMS := otelcol-adk jaeger prometheus promtool alertmanager amtool
+STACK_PROGRAMS := otelcol-adk jaeger prometheus promtool alertmanager amtool victoria-logs
 OTELCOL_DIST := deploy/otel-collector/distribution
 STACK_GO := nice go
 STACK_GOBUILD := $(STACK_GO) build -trimpath -buildvcs=false
@@ -347,6 +348,14 @@ $(STACK_BIN)/alertmanager: $(AM_WORK)/go.mod tools/stack/versions.py
 	@mkdir -p $(@D)
 	cd tools/stack/alertmanager && $(STACK_GOBUILD) -modfile=$(CURDIR)/$< -o $(CURDIR)/$@ \
 	  -ldflags='$(AM_LDFLAGS)' github.com/prometheus/alertmanager/cmd/alertmanager
+
+# VictoriaLogs' pure-Go build (CGO_ENABLED=0: its own `app-local-pure`; no C toolchain),
+# its version stamped as its release build does (lib/buildinfo).
+$(STACK_BIN)/victoria-logs: tools/stack/victorialogs/go.mod tools/stack/victorialogs/go.sum tools/stack/versions.py
+	@mkdir -p $(@D)
+	cd tools/stack/victorialogs && CGO_ENABLED=0 $(STACK_GOBUILD) -o $(CURDIR)/$@ \
+	  -ldflags='-s -w -X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=victoria-logs-go-module-tags-$(call stack-module,victorialogs)' \
+	  github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs
 
 # deploy/ as users run it, every program real, on loopback (tests/stack/), once, on the
 # newest ADK.

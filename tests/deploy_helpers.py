@@ -476,6 +476,8 @@ def validate_k8s(docs: list[dict[str, Any]]) -> list[str]:
             errors.append(f"{where}: selector.matchLabels do not match the template labels")
         pod = tmpl.get("spec") or {}
         volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        # A StatefulSet's claim templates are volumes of its pods too.
+        volumes.update({c["metadata"]["name"]: {} for c in spec.get("volumeClaimTemplates", [])})
         containers = pod.get("containers") or []
         if not containers:
             errors.append(f"{where}: no containers")

@@ -1,6 +1,6 @@
 """The real observability programs (the Collector of deploy/, Jaeger v2, Prometheus 3,
-promtool, Alertmanager, amtool), built from their Go modules by `make stack-bin`, run as
-local processes on loopback.
+promtool, Alertmanager, amtool, VictoriaLogs), built from their Go modules by
+`make stack-bin`, run as local processes on loopback.
 
 One place that knows where the binaries are and how to start, wait for and stop one, so
 that the config checks, the end-to-end path and the scale-out tests share it.
@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-PROGRAMS = ("otelcol-adk", "jaeger", "prometheus", "promtool", "alertmanager", "amtool")
+PROGRAMS = ("otelcol-adk", "jaeger", "prometheus", "promtool", "alertmanager", "amtool",
+            "victoria-logs")
 
 
 def bin_dir() -> Path:
@@ -40,7 +41,7 @@ def program(name: str) -> str:
     path = bin_dir() / name
     if not os.access(path, os.X_OK):
         msg = (f"{path} not built: `make stack-bin` builds the Collector, Jaeger, "
-               "Prometheus and Alertmanager from their Go modules")
+               "Prometheus, Alertmanager and VictoriaLogs from their Go modules")
         if os.environ.get("ADK_STACK_REQUIRED"):
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)

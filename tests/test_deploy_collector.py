@@ -38,6 +38,9 @@ def test_pipelines_and_receivers() -> None:
     assert pipes["metrics"]["processors"] == ["memory_limiter", "batch"]
     assert pipes["traces"]["exporters"] == ["otlp/jaeger"]
     assert pipes["metrics"]["exporters"] == ["otlphttp/prometheus"]
+    # Log records are not sampled: every one is evidence (an orphan, an unanswered call).
+    assert pipes["logs"] == {"receivers": ["otlp"], "processors": ["memory_limiter", "batch"],
+                             "exporters": ["otlphttp/victorialogs"]}
 
 
 def test_tail_sampling_keeps_orphaned_and_errored_tool_tasks() -> None:

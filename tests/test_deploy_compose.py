@@ -11,7 +11,8 @@ import yaml
 from .deploy_helpers import DEPLOY, REPO, load_yaml, require_tool, run
 
 COMPOSE = DEPLOY / "compose" / "docker-compose.yml"
-SERVICES = {"otel-collector", "jaeger", "prometheus", "grafana", "alertmanager"}
+SERVICES = {"otel-collector", "jaeger", "prometheus", "grafana", "alertmanager",
+            "victorialogs"}
 # The collector's contrib image is distroless: no command can run inside it.
 NO_HEALTHCHECK = {"otel-collector"}
 
@@ -63,6 +64,7 @@ def test_images_are_pinned_and_of_the_right_majors(resolved: dict[str, Any]) -> 
     assert images["prometheus"].startswith("prom/prometheus:v3.")
     assert images["grafana"].startswith("grafana/grafana:")
     assert images["alertmanager"].startswith("prom/alertmanager:")
+    assert images["victorialogs"].startswith("victoriametrics/victoria-logs:v1.")
 
 
 def test_ports_are_bound_to_loopback(resolved: dict[str, Any]) -> None:
@@ -84,8 +86,9 @@ def test_healthchecks_and_start_order(resolved: dict[str, Any]) -> None:
     deps = {n: s.get("depends_on", {}) for n, s in services.items()}
     assert deps["otel-collector"]["jaeger"]["condition"] == "service_healthy"
     assert deps["otel-collector"]["prometheus"]["condition"] == "service_healthy"
+    assert deps["otel-collector"]["victorialogs"]["condition"] == "service_healthy"
     assert deps["prometheus"]["alertmanager"]["condition"] == "service_healthy"
-    for d in ("prometheus", "jaeger", "alertmanager"):
+    for d in ("prometheus", "jaeger", "alertmanager", "victorialogs"):
         assert deps["grafana"][d]["condition"] == "service_healthy"
     # every service it waits for has a healthcheck
     for n, d in deps.items():
@@ -121,6 +124,18 @@ def test_grafana_provisioning() -> None:
     assert by_uid["alertmanager"]["type"] == "alertmanager"
     dest = by_uid["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
     assert {"name": "trace_id", "datasourceUid": "jaeger"}.items() <= dest[0].items()
+    # Logs: the VictoriaLogs plugin; a record's trace_id field opens the trace in Jaeger,
+    # a span opens its records (the same field). "$$" is Grafana's literal "$".
+    logs = by_uid["victorialogs"]
+    assert logs["type"] == "victoriametrics-logs-datasource"
+    (derived,) = logs["jsonData"]["derivedFields"]
+    assert derived == {**derived, "matcherType": "label", "matcherRegex": "trace_id",
+                       "datasourceUid": "jaeger", "url": "$${__value.raw}"}
+    back = by_uid["jaeger"]["jsonData"]["tracesToLogsV2"]
+    assert back["datasourceUid"] == "victorialogs" and back["customQuery"] is True
+    assert back["query"] == 'trace_id:="$${__span.traceId}"'
+    plugins = load_yaml(COMPOSE)["services"]["grafana"]["environment"]["GF_PLUGINS_PREINSTALL"]
+    assert plugins.startswith("victoriametrics-logs-datasource@")
     for d in ds["datasources"]:
         host = d["url"].split("//", 1)[1].split(":", 1)[0]
         assert host in SERVICES, d["url"]
@@ -136,6 +151,9 @@ def test_collector_and_prometheus_point_at_compose_services() -> None:
     assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
     assert collector["exporters"]["otlphttp/prometheus"]["endpoint"] == (
         "http://prometheus:9090/api/v1/otlp")
+    assert collector["exporters"]["otlphttp/victorialogs"]["logs_endpoint"] == (
+        "http://victorialogs:9428/insert/opentelemetry/v1/logs")
+    assert collector["service"]["pipelines"]["logs"]["exporters"] == ["otlphttp/victorialogs"]
     jaeger = load_yaml(DEPLOY / "jaeger" / "config.yaml")
     assert jaeger["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
     assert jaeger["extensions"]["jaeger_query"]["http"]["endpoint"].endswith(":16686")

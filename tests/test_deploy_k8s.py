@@ -53,7 +53,8 @@ def test_the_default_kustomization_deploys_only_what_can_run() -> None:
     assert images, "no workload in deploy/k8s"
     placeholders = {k: v for k, v in images.items() if v.startswith(PLACEHOLDER_REGISTRIES)}
     assert placeholders == {}
-    assert all(v.startswith("otel/opentelemetry-collector-contrib:") for v in images.values())
+    assert all(v.startswith(("otel/opentelemetry-collector-contrib:",
+                             "victoriametrics/victoria-logs:")) for v in images.values())
 
 
 def test_the_example_agent_is_its_own_kustomization() -> None:
@@ -130,6 +131,25 @@ def test_sampler_tier_tail_samples_orphans_and_errors() -> None:
     local = load_yaml(DEPLOY / "otel-collector" / "config.yaml")
     assert (sampler["processors"]["tail_sampling"]["policies"]
             == local["processors"]["tail_sampling"]["policies"])
+
+
+def test_gateway_sends_log_records_straight_to_the_logs_store() -> None:
+    """Logs need no tail sampling: the gateway (the tier agents send to) exports them to
+    VictoriaLogs' OTLP endpoint, the Service of victorialogs.yaml; the sampler tier
+    receives traces only, so a logs pipeline there would never see a record."""
+    gw = _collector("otel-gateway-config")
+    logs = gw["service"]["pipelines"]["logs"]
+    assert logs["receivers"] == ["otlp"]
+    assert logs["processors"] == ["memory_limiter", "batch"]
+    (exporter,) = logs["exporters"]
+    endpoint = gw["exporters"][exporter]["logs_endpoint"]
+    assert endpoint == ("http://victorialogs.adk-observability.svc.cluster.local:9428"
+                        "/insert/opentelemetry/v1/logs")
+    sampler = _collector("otel-sampler-config")
+    assert set(sampler["service"]["pipelines"]) == {"traces"}
+    store = next(d for d in _docs() if d["kind"] == "StatefulSet"
+                 and d["metadata"]["name"] == "victorialogs")
+    assert store["spec"]["replicas"] == 1
 
 
 def test_prometheusrule_is_the_tested_rules_file() -> None:

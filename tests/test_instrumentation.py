@@ -434,6 +434,12 @@ async def test_an_orphan_is_logged_in_its_span_context(
                                                      span.context.span_id)
         assert record.severity_number == SeverityNumber.WARN
         assert "tool=stubborn_feed call_id=call-feed" in str(record.body)
+        # The event's attributes as the record's (what a logs store filters on).
+        attrs = dict(record.attributes or {})
+        assert attrs[sc.GEN_AI_TOOL_CALL_ID] == "call-feed"
+        assert attrs[sc.GEN_AI_TOOL_NAME] == "stubborn_feed"
+        assert attrs[sc.ADK_INVOCATION_ID] == span.attributes[sc.ADK_INVOCATION_ID]
+        assert sc.CODE_STACKTRACE not in attrs
     finally:
         await run.probe.cleanup()
 

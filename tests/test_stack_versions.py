@@ -23,6 +23,7 @@ IMAGES = {  # image repository -> (program of tools/stack/versions.py, tag prefi
     "jaegertracing/jaeger": ("jaeger", ""),
     "prom/prometheus": ("prometheus", "v"),
     "prom/alertmanager": ("alertmanager", "v"),
+    "victoriametrics/victoria-logs": ("victorialogs", "v"),
 }
 
 
@@ -59,6 +60,8 @@ def test_the_releases_follow_the_module_versions() -> None:
     assert versions.module_version("prometheus") == "v0.316.0"
     assert versions.release("prometheus") == "3.16.0"
     assert versions.release("alertmanager") == versions.module_version("alertmanager")[1:]
+    assert versions.module_version("victorialogs") == "v1.52.2"
+    assert versions.release("victorialogs") == "1.52.2"
 
 
 def _manifest() -> dict[str, Any]:

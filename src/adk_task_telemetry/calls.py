@@ -88,7 +88,7 @@ def report_unanswered(run: RunRecord, found: list[tuple[UnansweredCall, str]],
                 "unanswered function call: tool=%s call_id=%s invocation=%s reason=%s "
                 "trigger=%s (the session keeps the call without a response; the next "
                 "model turn on this session may be refused)", call.tool_name, call.call_id,
-                call.invocation_id, call.reason, call.trigger)
+                call.invocation_id, call.reason, call.trigger, extra=attrs)
 
 
 def _own_span(run: RunRecord, tracer: Tracer, attrs: dict[str, Any]) -> Span:

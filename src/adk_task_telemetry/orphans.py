@@ -61,10 +61,14 @@ def report_orphan(record: TaskRecord, span: Span, trigger: str, age: float,
     span.end()
     metrics.orphaned(record.series, trigger, span)
     with trace.use_span(span, end_on_exit=False):
+        # The event's attributes ride on the record too (a logs bridge exports a
+        # record's extras as its attributes): a logs store finds it by tool and call id
+        # as fields, not only by words of its message.
         logger.warning(
             "orphaned tool task: tool=%s call_id=%s invocation=%s trigger=%s age=%.3fs%s",
             record.tool_name, record.call_id, run.invocation_id, trigger, age,
-            " (cancelled by cancel_orphans)" if cancelled else "")
+            " (cancelled by cancel_orphans)" if cancelled else "",
+            extra={k: v for k, v in event_attrs.items() if k != sc.CODE_STACKTRACE})
     return stack
 
 

@@ -6,7 +6,7 @@ the go.mod of tools/stack/<program>/ (the Go module version). The release a user
 (the image tag) follows from the module version by the projects' own numbering:
 Prometheus 3.X.Y is module v0.3XX.Y, Jaeger v2 2.N.P ships in module v1.(N+63).P
 (v1.74.0 / v2.11.0, v1.75.0 / v2.12.0 in Jaeger's CHANGELOG and RELEASE.md), Alertmanager's
-module version is its release.
+and VictoriaLogs' module versions are their releases.
 
 `make stack-bin` stamps these into the binaries (``--version``), and
 tests/test_stack_versions.py holds deploy/'s image tags to them.
@@ -30,6 +30,8 @@ GO_MODS = {
                    "github.com/prometheus/prometheus"),
     "alertmanager": (REPO / "tools" / "stack" / "alertmanager" / "go.mod",
                      "github.com/prometheus/alertmanager"),
+    "victorialogs": (REPO / "tools" / "stack" / "victorialogs" / "go.mod",
+                     "github.com/VictoriaMetrics/VictoriaLogs"),
 }
 # Jaeger v2's minor is its v1 module's minor less this (v1.74.0 is v2.11.0).
 JAEGER_V2_MINOR_OFFSET = 63
@@ -70,7 +72,7 @@ def release(program: str) -> str:
     return f"{major}.{minor}.{patch}"
 
 
-PROGRAMS = ("otelcol", "jaeger", "prometheus", "alertmanager")
+PROGRAMS = ("otelcol", "jaeger", "prometheus", "alertmanager", "victorialogs")
 
 
 def main(argv: list[str]) -> int:
