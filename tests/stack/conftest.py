@@ -5,7 +5,7 @@ from their Go modules: the Collector (otelcol-adk) with deploy/otel-collector/co
 Jaeger v2 with deploy/jaeger/config.yaml, Prometheus 3 with deploy/prometheus/prometheus.yml
 and its rules (the flags compose gives it: --web.enable-otlp-receiver,
 --enable-feature=exemplar-storage), Alertmanager with deploy/alertmanager/alertmanager.yml,
-and a webhook receiver of the test's own. The configs are the committed ones; only
+VictoriaLogs with compose's flags, and a webhook receiver of the test's own. The configs are the committed ones; only
 addresses change (a compose service name or 0.0.0.0:PORT becomes 127.0.0.1 and a free
 port, a volume path the repository's folder), plus what a container gave each program
 for free and a shared host does not: Jaeger's query gRPC port and its own metrics port
@@ -60,8 +60,9 @@ def local(port: int) -> str:
 
 def collector_config(ports: dict[str, int], committed: Any | None = None) -> Any:
     """deploy/otel-collector/config.yaml (or ``committed``, a config of the same shape)
-    with its listeners on loopback ports and its exporters at the local Jaeger and
-    Prometheus. ``ports``: otlp_grpc, otlp_http, health, metrics, jaeger_grpc, prometheus."""
+    with its listeners on loopback ports and its exporters at the local Jaeger,
+    Prometheus and VictoriaLogs. ``ports``: otlp_grpc, otlp_http, health, metrics,
+    jaeger_grpc, prometheus, victorialogs."""
     cfg = committed if committed is not None else load(DEPLOY / "otel-collector" / "config.yaml")
     cfg = rewrite(cfg, {
         "0.0.0.0:4317": local(ports["otlp_grpc"]),
@@ -70,9 +71,27 @@ def collector_config(ports: dict[str, int], committed: Any | None = None) -> Any
         "jaeger:4317": local(ports["jaeger_grpc"]),
         "jaeger-collector.observability.svc.cluster.local:4317": local(ports["jaeger_grpc"]),
         "http://prometheus:9090": f"http://{local(ports['prometheus'])}",
+        **victorialogs_addresses(ports["victorialogs"]),
     })
     _loopback_metrics(cfg, ports["metrics"])
     return cfg
+
+
+def victorialogs_addresses(port: int) -> dict[str, str]:
+    """VictoriaLogs' address in deploy/ (the compose service, the k8s Service) -> a
+    local one."""
+    return {"http://victorialogs:9428": f"http://{local(port)}",
+            "http://victorialogs.adk-observability.svc.cluster.local:9428":
+                f"http://{local(port)}"}
+
+
+def victorialogs_args(port: int, data: Path) -> list[str]:
+    """deploy/compose's flags for VictoriaLogs, its listener and storage local."""
+    compose = load(DEPLOY / "compose" / "docker-compose.yml")["services"]["victorialogs"]
+    args = [a for a in compose["command"]
+            if not a.startswith(("-httpListenAddr=", "-storageDataPath="))]
+    assert len(args) == len(compose["command"]) - 2, compose["command"]
+    return [*args, f"-httpListenAddr={local(port)}", f"-storageDataPath={data}"]
 
 
 def _loopback_metrics(cfg: Any, port: int) -> None:
@@ -218,6 +237,20 @@ def span_events(span: dict[str, Any]) -> list[dict[str, Any]]:
             for log in span.get("logs", [])]
 
 
+class VictoriaLogs:
+    """VictoriaLogs' own query API (LogsQL over HTTP, what its Grafana plugin calls)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def query(self, logsql: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """The records matching ``logsql`` (all time), as field -> value."""
+        body = urllib.parse.urlencode({"query": logsql, "limit": limit}).encode()
+        with urllib.request.urlopen(f"{self.base}/select/logsql/query", data=body,
+                                    timeout=10) as r:
+            return [json.loads(line) for line in r.read().decode().splitlines() if line]
+
+
 @dataclass
 class Stack:
     workdir: Path
@@ -248,6 +281,10 @@ class Stack:
         return Jaeger(f"http://{local(self.ports['jaeger_query'])}")
 
     @property
+    def logs(self) -> VictoriaLogs:
+        return VictoriaLogs(f"http://{local(self.ports['victorialogs'])}")
+
+    @property
     def agent_metrics_port(self) -> int:
         """Where the adk-agents scrape job looks (compose: host.docker.internal:9464)."""
         return self.ports["agent_metrics"]
@@ -256,7 +293,8 @@ class Stack:
         """Ports for another collector sending to this stack's Jaeger and Prometheus."""
         return {"otlp_grpc": free_port(), "otlp_http": free_port(), "health": free_port(),
                 "metrics": free_port(), "jaeger_grpc": self.ports["jaeger_grpc"],
-                "prometheus": self.ports["prometheus"], **own}
+                "prometheus": self.ports["prometheus"],
+                "victorialogs": self.ports["victorialogs"], **own}
 
     def collector(self, label: str, config: Any, ports: dict[str, int]) -> Program:
         """An otelcol-adk process with ``config`` (already rewritten), not started."""
@@ -268,7 +306,7 @@ class Stack:
 def _ports() -> dict[str, int]:
     names = ["otlp_grpc", "otlp_http", "health", "collector_metrics", "jaeger_grpc",
              "jaeger_http", "jaeger_health", "jaeger_query", "jaeger_query_grpc",
-             "jaeger_metrics", "prometheus", "alertmanager", "agent_metrics"]
+             "jaeger_metrics", "prometheus", "alertmanager", "agent_metrics", "victorialogs"]
     return {n: free_port() for n in names}
 
 
@@ -277,7 +315,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """deploy/compose's topology, started in compose's dependency order."""
     from tests.stack_programs import program
 
-    for name in ("otelcol-adk", "jaeger", "prometheus", "alertmanager"):
+    for name in ("otelcol-adk", "jaeger", "prometheus", "alertmanager", "victoria-logs"):
         program(name)  # a missing binary: one skip (or failure) that says how to build it
     workdir = tmp_path_factory.mktemp("stack")
     webhook = Webhook().start()
@@ -292,10 +330,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s.configs["prometheus"] = write_yaml(workdir / "prometheus.yml", prometheus_config(ports))
     collector_ports = {"otlp_grpc": ports["otlp_grpc"], "otlp_http": ports["otlp_http"],
                        "health": ports["health"], "metrics": ports["collector_metrics"],
-                       "jaeger_grpc": ports["jaeger_grpc"], "prometheus": ports["prometheus"]}
+                       "jaeger_grpc": ports["jaeger_grpc"], "prometheus": ports["prometheus"],
+                       "victorialogs": ports["victorialogs"]}
     s.configs["collector"] = write_yaml(workdir / "otel-collector.yaml",
                                         collector_config(collector_ports))
     s.programs = {
+        "victorialogs": Program(
+            "victoria-logs", victorialogs_args(ports["victorialogs"], workdir / "victorialogs-data"),
+            workdir, ready_url=f"http://{local(ports['victorialogs'])}/health",
+            label="victorialogs"),
         "jaeger": Program("jaeger", ["--config", str(s.configs["jaeger"])], workdir,
                           ready_url=f"http://{local(ports['jaeger_health'])}/status"),
         "alertmanager": Program("alertmanager", [
