@@ -71,6 +71,28 @@ def test_the_example_agent_is_its_own_kustomization() -> None:
                                                          "deploy.md").read_text()
 
 
+def test_the_example_agent_runs_adk_api_server_speaking_otlp_http_to_the_gateway() -> None:
+    """ADK's server (`adk api_server`) exports over OTLP/HTTP only, whatever
+    OTEL_EXPORTER_OTLP_PROTOCOL says: the endpoint must be the gateway Service's port that
+    targets its OTLP/HTTP receiver (4318), not the gRPC one. tests/stack/
+    test_example_agent.py runs this command and environment against the k8s tier."""
+    (agent,) = _docs(EXAMPLE_AGENT)
+    (container,) = agent["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["adk", "api_server"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    host, port = env["OTEL_EXPORTER_OTLP_ENDPOINT"].removeprefix("http://").split(":")
+    assert host == "otel-gateway.adk-observability.svc.cluster.local"
+    gateway = next(d for d in _docs() if d["kind"] == "Service"
+                   and d["metadata"]["name"] == "otel-gateway")
+    targets = {int(p["port"]): p["targetPort"] for p in gateway["spec"]["ports"]}
+    assert targets[int(port)] == "otlp-http"
+    assert _collector("otel-gateway-config")["receivers"]["otlp"]["protocols"]["http"][
+        "endpoint"].endswith(":4318")
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    probe = container["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/list-apps"  # an ADK server route that answers once loaded
+
+
 @pytest.mark.skipif(shutil.which("kubectl") is None,
                     reason="kubectl (with its built-in kustomize) is not installed")
 def test_kubectl_kustomize_renders_both_without_the_placeholder_in_the_default() -> None:

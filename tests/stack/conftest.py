@@ -5,9 +5,10 @@ from their Go modules: the Collector (otelcol-adk) with deploy/otel-collector/co
 Jaeger v2 with deploy/jaeger/config.yaml, Prometheus 3 with deploy/prometheus/prometheus.yml
 and its rules (the flags compose gives it: --web.enable-otlp-receiver,
 --enable-feature=exemplar-storage), Alertmanager with deploy/alertmanager/alertmanager.yml,
-VictoriaLogs with compose's flags, and a webhook receiver of the test's own. The configs are the committed ones; only
-addresses change (a compose service name or 0.0.0.0:PORT becomes 127.0.0.1 and a free
-port, a volume path the repository's folder), plus what a container gave each program
+VictoriaLogs with compose's flags, and a webhook receiver of the test's own. The
+configs are the committed ones; only addresses change (a compose service name or
+0.0.0.0:PORT becomes 127.0.0.1 and a free port, a volume path the repository's folder),
+plus what a container gave each program
 for free and a shared host does not: Jaeger's query gRPC port and its own metrics port
 (bound to loopback ports here), Alertmanager's cluster port (off: one instance).
 
@@ -38,6 +39,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.stack import logstore
+from tests.stack.logstore import VictoriaLogs
 from tests.stack_programs import REPO, Program, free_port, rewrite, wait_until, write_yaml
 
 DEPLOY = REPO / "deploy"
@@ -71,27 +74,10 @@ def collector_config(ports: dict[str, int], committed: Any | None = None) -> Any
         "jaeger:4317": local(ports["jaeger_grpc"]),
         "jaeger-collector.observability.svc.cluster.local:4317": local(ports["jaeger_grpc"]),
         "http://prometheus:9090": f"http://{local(ports['prometheus'])}",
-        **victorialogs_addresses(ports["victorialogs"]),
+        **logstore.addresses(ports["victorialogs"]),
     })
     _loopback_metrics(cfg, ports["metrics"])
     return cfg
-
-
-def victorialogs_addresses(port: int) -> dict[str, str]:
-    """VictoriaLogs' address in deploy/ (the compose service, the k8s Service) -> a
-    local one."""
-    return {"http://victorialogs:9428": f"http://{local(port)}",
-            "http://victorialogs.adk-observability.svc.cluster.local:9428":
-                f"http://{local(port)}"}
-
-
-def victorialogs_args(port: int, data: Path) -> list[str]:
-    """deploy/compose's flags for VictoriaLogs, its listener and storage local."""
-    compose = load(DEPLOY / "compose" / "docker-compose.yml")["services"]["victorialogs"]
-    args = [a for a in compose["command"]
-            if not a.startswith(("-httpListenAddr=", "-storageDataPath="))]
-    assert len(args) == len(compose["command"]) - 2, compose["command"]
-    return [*args, f"-httpListenAddr={local(port)}", f"-storageDataPath={data}"]
 
 
 def _loopback_metrics(cfg: Any, port: int) -> None:
@@ -237,20 +223,6 @@ def span_events(span: dict[str, Any]) -> list[dict[str, Any]]:
             for log in span.get("logs", [])]
 
 
-class VictoriaLogs:
-    """VictoriaLogs' own query API (LogsQL over HTTP, what its Grafana plugin calls)."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-
-    def query(self, logsql: str, limit: int = 1000) -> list[dict[str, Any]]:
-        """The records matching ``logsql`` (all time), as field -> value."""
-        body = urllib.parse.urlencode({"query": logsql, "limit": limit}).encode()
-        with urllib.request.urlopen(f"{self.base}/select/logsql/query", data=body,
-                                    timeout=10) as r:
-            return [json.loads(line) for line in r.read().decode().splitlines() if line]
-
-
 @dataclass
 class Stack:
     workdir: Path
@@ -335,10 +307,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s.configs["collector"] = write_yaml(workdir / "otel-collector.yaml",
                                         collector_config(collector_ports))
     s.programs = {
-        "victorialogs": Program(
-            "victoria-logs", victorialogs_args(ports["victorialogs"], workdir / "victorialogs-data"),
-            workdir, ready_url=f"http://{local(ports['victorialogs'])}/health",
-            label="victorialogs"),
+        "victorialogs": logstore.program(ports["victorialogs"], workdir),
         "jaeger": Program("jaeger", ["--config", str(s.configs["jaeger"])], workdir,
                           ready_url=f"http://{local(ports['jaeger_health'])}/status"),
         "alertmanager": Program("alertmanager", [

@@ -1,5 +1,6 @@
 """The topology of deploy/k8s as local processes: agents -> two gateway collectors
-(loadbalancing exporter by trace id) -> two tail-sampling collectors -> Jaeger v2.
+(loadbalancing exporter by trace id) -> two tail-sampling collectors -> Jaeger v2; the
+gateways' log records -> VictoriaLogs (deploy/k8s/victorialogs.yaml's flags).
 
 Every config is the one in the manifests (the ``config.yaml`` of the otel-gateway and
 otel-sampler ConfigMaps, deploy/jaeger/config.yaml), parsed from the YAML, with only
@@ -39,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from tests.stack import logstore
 from tests.stack_programs import REPO, Program, free_port, wait_until, write_yaml
 
 GATEWAY_MANIFEST = REPO / "deploy" / "k8s" / "otel-gateway.yaml"
@@ -154,6 +156,12 @@ class Topology:
             workdir, ready_url=f"http://127.0.0.1:{jaeger_health}/status"),
             f"http://127.0.0.1:{jaeger_metrics}/metrics")
 
+        # VictoriaLogs: where the gateways send log records.
+        self.victorialogs_port = free_port()
+        self.victorialogs = Node(logstore.program(self.victorialogs_port, workdir),
+                                 f"http://127.0.0.1:{self.victorialogs_port}/metrics")
+        self.logs = logstore.VictoriaLogs(f"http://127.0.0.1:{self.victorialogs_port}")
+
         # Samplers: the otel-sampler ConfigMap, one per loopback address, one port.
         self.sampler_port = _common_free_port(SAMPLER_IPS[:samplers])
         sampler_base = configmap_config(SAMPLER_MANIFEST, "otel-sampler-config")
@@ -190,13 +198,16 @@ class Topology:
         prom_base = prom_endpoint.split("/api/")[0]
         self.gateways: list[Node] = []
         self.gateway_http: list[str] = []
+        self.gateway_grpc: list[str] = []
         for i in range(gateways):
-            health, metrics, http_port = free_port(), free_port(), free_port()
+            health, metrics, http_port, grpc_port = (free_port(), free_port(), free_port(),
+                                                     free_port())
             cfg = rewrite(gateway_base, {
-                "0.0.0.0:4317": f"127.0.0.1:{free_port()}",
+                "0.0.0.0:4317": f"127.0.0.1:{grpc_port}",
                 "0.0.0.0:4318": f"127.0.0.1:{http_port}",
                 "0.0.0.0:13133": f"127.0.0.1:{health}",
                 prom_base: f"http://127.0.0.1:{free_port()}",  # nothing listens
+                **logstore.addresses(self.victorialogs_port),
             })
             lb_dns = cfg["exporters"]["loadbalancing"]["resolver"]["dns"]
             assert str(lb_dns["port"]) == "4317", lb_dns  # the Service's port, rewritten:
@@ -210,9 +221,10 @@ class Topology:
                          'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts)]),
                 f"http://127.0.0.1:{metrics}/metrics"))
             self.gateway_http.append(f"http://127.0.0.1:{http_port}")
+            self.gateway_grpc.append(f"http://127.0.0.1:{grpc_port}")
 
     def nodes(self) -> list[Node]:
-        return [self.jaeger, *self.samplers, *self.gateways]
+        return [self.jaeger, self.victorialogs, *self.samplers, *self.gateways]
 
     def start(self) -> None:
         for node in self.nodes():

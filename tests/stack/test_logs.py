@@ -25,6 +25,8 @@ from typing import Any
 
 from adk_task_telemetry import semconv as sc
 from tests.stack.conftest import Corpus, Stack, span_tags
+from tests.stack.logstore import ORPHAN_RECORD
+from tests.stack.logstore import quoted as _q
 from tests.stack.tracecheck import collector_metric, whole
 from tests.stack_programs import wait_until
 
@@ -49,13 +51,6 @@ def _orphans(corpus: Corpus) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _q(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-#: LogsQL: the orphan records (the message's prefix); the same call's unanswered-call
-#: record, when the ledger reports it too, carries the call id as well.
-ORPHAN_RECORD = '_msg:"orphaned tool task:"*'
 
 
 def test_orphan_records_are_in_the_logs_store_with_their_trace(
