@@ -1,6 +1,7 @@
-"""VictoriaLogs, deploy/'s logs store, as the stack tests run it and query it: its
-compose flags with a local listener and storage, the addresses deploy/ gives it, and its
-own LogsQL API (what its Grafana datasource calls)."""
+"""VictoriaLogs, deploy/'s logs store, as the stack tests run it and query it: the flags
+deploy/ gives it (compose's service, the k8s StatefulSet's container) with a local
+listener and storage, the addresses deploy/ gives it, and its own LogsQL API (what its
+Grafana datasource calls)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import yaml
 from tests.stack_programs import REPO, Program
 
 COMPOSE = REPO / "deploy" / "compose" / "docker-compose.yml"
+K8S = REPO / "deploy" / "k8s" / "victorialogs.yaml"
 #: VictoriaLogs' address in deploy/: the compose service, the k8s Service.
 ADDRESSES = ("http://victorialogs:9428",
              "http://victorialogs.adk-observability.svc.cluster.local:9428")
@@ -25,9 +27,22 @@ def addresses(port: int) -> dict[str, str]:
     return dict.fromkeys(ADDRESSES, f"http://127.0.0.1:{port}")
 
 
-def program(port: int, workdir: Path, label: str = "victorialogs") -> Program:
-    """VictoriaLogs with deploy/compose's flags, its listener and storage local."""
-    command = yaml.safe_load(COMPOSE.read_text())["services"]["victorialogs"]["command"]
+def compose_flags() -> list[str]:
+    return list(yaml.safe_load(COMPOSE.read_text())["services"]["victorialogs"]["command"])
+
+
+def k8s_flags() -> list[str]:
+    (sts,) = [d for d in yaml.safe_load_all(K8S.read_text())
+              if d and d["kind"] == "StatefulSet"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def program(port: int, workdir: Path, label: str = "victorialogs",
+            command: list[str] | None = None) -> Program:
+    """VictoriaLogs with deploy/'s flags (``command``; compose's by default), its
+    listener and storage local."""
+    command = compose_flags() if command is None else command
     args = [a for a in command if not a.startswith(("-httpListenAddr=", "-storageDataPath="))]
     assert len(args) == len(command) - 2, command
     args += [f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={workdir / label}-data"]

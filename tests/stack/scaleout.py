@@ -158,7 +158,8 @@ class Topology:
 
         # VictoriaLogs: where the gateways send log records.
         self.victorialogs_port = free_port()
-        self.victorialogs = Node(logstore.program(self.victorialogs_port, workdir),
+        self.victorialogs = Node(logstore.program(self.victorialogs_port, workdir,
+                                                  command=logstore.k8s_flags()),
                                  f"http://127.0.0.1:{self.victorialogs_port}/metrics")
         self.logs = logstore.VictoriaLogs(f"http://127.0.0.1:{self.victorialogs_port}")
 
