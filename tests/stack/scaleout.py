@@ -151,6 +151,10 @@ class Topology:
             "0.0.0.0:16686": f"127.0.0.1:{self.jaeger_query}",
             "0.0.0.0:13133": f"127.0.0.1:{jaeger_health}",
         }), jaeger_metrics)
+        # Its query gRPC port, left at the default :16685 by the committed config: another
+        # program on this host may hold it (conftest.jaeger_config does the same).
+        jaeger_cfg["extensions"]["jaeger_query"].setdefault("grpc", {})["endpoint"] = \
+            f"127.0.0.1:{free_port()}"
         self.jaeger = Node(Program(
             "jaeger", ["--config", str(write_yaml(workdir / "jaeger.yaml", jaeger_cfg))],
             workdir, ready_url=f"http://127.0.0.1:{jaeger_health}/status"),
