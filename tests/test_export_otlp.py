@@ -288,6 +288,10 @@ def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Ex
     for rec in unanswered:
         assert rec.severity_number == 13
         assert rec.trace_id == spans["call-fail"].trace_id
+        # Its event's attributes ride on the record: a logs store filters on them.
+        fields = attrs(rec.attributes)
+        assert f"call_id={fields['gen_ai.tool.call.id']} " in rec.body.string_value
+        assert fields["adk.tool_call.unanswered.reason"] and fields["gen_ai.tool.name"]
     for res, rec in ours:
         assert rec.severity_number == 13  # WARN
         body = rec.body.string_value
@@ -296,6 +300,10 @@ def test_orphan_warning_arrives_as_a_log_record_linked_to_its_trace(exported: Ex
         span = orphans[cid]
         assert rec.trace_id == span.trace_id and rec.span_id == span.span_id
         assert res["service.name"] == "export-test"
+        fields = attrs(rec.attributes)
+        assert fields["gen_ai.tool.call.id"] == cid
+        assert fields["gen_ai.tool.name"] == attrs(span.attributes)["gen_ai.tool.name"]
+        assert "code.stacktrace" not in fields  # that stays on the span event
 
 
 def test_an_app_provider_gets_our_export_added_and_nothing_is_doubled(
