@@ -407,7 +407,7 @@ API_VERSIONS = {
     "Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "ServiceAccount": "v1",
     "Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
     "PodDisruptionBudget": "policy/v1", "HorizontalPodAutoscaler": "autoscaling/v2",
-    "PrometheusRule": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1", "PodMonitor": "monitoring.coreos.com/v1",
 }
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

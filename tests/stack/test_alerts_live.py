@@ -122,6 +122,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         prom_prog, prom = prometheus(workdir, {
             "alertmanager:9093": am.url.removeprefix("http://"),
             "otel-collector:8888": f"127.0.0.1:{free_port()}",
+        "jaeger:8888": f"127.0.0.1:{free_port()}",
             "host.docker.internal:9464": f"127.0.0.1:{free_port()}",
         }, config=config, rules_dir=rules_dir)
         prom_prog.args.append(f"--query.lookback-delta={scaled('5m', k)}")
