@@ -51,10 +51,12 @@ RULES_HEADER = f"""\
 # change alerts.py and run `make rules`.
 # Recording and alerting rules for adk-task-telemetry (names: docs/telemetry.md "In Prometheus").
 # They hold for every metrics path: the collector (OTLP into Prometheus), Prometheus'
-# own OTLP receiver and a scrape of the plugin's /metrics endpoint. Every rule
-# aggregates by the labels below, so path-specific labels (instance,
-# otel_scope_*, service_name) never split or join series by accident:
+# own OTLP receiver and a scrape of the plugin's /metrics endpoint. Every rule on
+# the tool-task metrics aggregates by the labels below, so path-specific labels
+# (instance, otel_scope_*, service_name) never split or join series by accident:
 #   {BY}
+# The loss rules on the collectors' own metrics (scraped from :8888) aggregate by
+# job and instance: one series per collector.
 # Tests: deploy/prometheus/tests/adk-task-telemetry.test.yml (promtool test rules).
 """
 
