@@ -11,9 +11,10 @@ the programs `make stack-bin` builds. Written by hand they drifted (an alert tab
     python tools/deploy_doc.py            # rewrite the blocks
     python tools/deploy_doc.py --check    # exit 1 when a block is stale (tests/test_deploy_doc.py)
 
-Sources: the alerts from deploy/prometheus/alerts.py (name, severity, ``for``, the
-metrics each reads, its runbook); the panels from dashboards/adk_task_telemetry.py (the
-dashboard it builds, row by row); the images and host ports from
+Sources: the alerts from deploy/prometheus/alerts.py (name, severity, when it fires,
+``for``, the metrics each reads, its runbook); the panels from
+dashboards/adk_task_telemetry.py (the dashboard it builds, row by row); the images and
+host ports from
 deploy/compose/docker-compose.yml; the programs' versions from tools/stack/versions.py
 (the ocb manifest and the go.mod files the Makefile builds from). It needs the
 dashboard's dependency (grafana-foundation-sdk, the dev extra).
@@ -70,11 +71,12 @@ def metrics_read(expr: str) -> list[str]:
 
 def alerts_table() -> str:
     alerts = _load(ALERTS_PY, "adk_deploy_doc_alerts")
-    rows = ["| alert | severity | for | reads | runbook |", "|---|---|---|---|---|"]
+    rows = ["| alert | severity | fires when | for | reads | runbook |",
+            "|---|---|---|---|---|---|"]
     for spec in alerts.ALERTS:
         reads = ", ".join(f"`{m}`" for m in metrics_read(spec["expr"]))
         rows.append(f"| {spec['alert']} | {spec['labels']['severity']} | "
-                    f"{spec.get('for', '-')} | {reads} | "
+                    f"{alerts.FIRES_WHEN[spec['alert']]} | {spec.get('for', '-')} | {reads} | "
                     f"[runbook](runbooks/{spec['alert']}.md) |")
     return "\n".join(rows) + "\n"
 

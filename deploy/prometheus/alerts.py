@@ -345,6 +345,32 @@ ALERTS.extend(LOSS_ALERTS)
 
 ALERT_NAMES = tuple(a["alert"] for a in ALERTS)
 
+#: One line per alert for docs/deploy.md's table (tools/deploy_doc.py): when it fires,
+#: in words. tests/test_alerts.py holds its keys to the alerts.
+FIRES_WHEN = {
+    "AdkToolTaskOrphaned": "any new orphan in 10 min, including a counter whose first "
+                           "sample is already > 0",
+    "AdkToolTaskOrphansAlive": "orphans still running for 15 min",
+    "AdkToolTaskErrorRateHigh": "> 10% of a tool's tasks end in error for 10 min (>= 10 "
+                                "tasks / 5 min)",
+    "AdkToolTaskStuck": "non-streaming tasks in flight > 10x their usual duration (and > 5 "
+                        "min) for 15 min",
+    "AdkToolCallUnanswered": "any new function call left without a response at its run's "
+                             "end, in 10 min",
+    "AdkTelemetryExportDropped": "agents dropped spans, metric exports or log records they "
+                                 "could not export, in 10 min",
+    "AdkToolTaskOverflow": "tool tasks not tracked because max_open_tasks records were "
+                           "open, in 10 min",
+    "OtelCollectorRefusing": "a collector's receivers refused data (the memory limiter "
+                             "included), in 10 min",
+    "OtelCollectorExportFailing": "a collector's exporter failed to send after its retries, "
+                                  "or its queue was full, in 10 min",
+    "OtelCollectorTracesDroppedTooEarly": "the tail sampler evicted traces before deciding "
+                                          "them (num_traces reached), in 10 min",
+    "OtelCollectorLateSpans": "spans reached the tail sampler after their trace's decision, "
+                              "in 10 min",
+}
+
 
 # --- the runbook base URL -----------------------------------------------------------
 
