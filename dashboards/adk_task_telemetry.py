@@ -53,7 +53,8 @@ COLLECTOR_FAILED = ('{__name__=~"otelcol_exporter_(send|enqueue)_failed_'
                     '(spans|metric_points|log_records)"}')
 TS_HELD = "otelcol_processor_tail_sampling_sampling_traces_on_memory"
 TS_EVICTED = "otelcol_processor_tail_sampling_sampling_trace_dropped_too_early"
-TS_LATE = "otelcol_processor_tail_sampling_sampling_late_span_age_count"
+#: Spans after their trace's decision, dropped (decided not sampled) or forwarded.
+TS_LATE = "otelcol_processor_tail_sampling_early_releases_from_cache_decision"
 # ADK's tool thread pool (synchronous tools): gauges of the process, not of a tool.
 POOL_BUSY = "adk_tool_thread_pool_busy"
 POOL_QUEUED = "adk_tool_thread_pool_queued"
@@ -435,14 +436,14 @@ def pipeline_health(d: db.Dashboard, rate: str) -> db.Dashboard:
         "Tail sampling: held, evicted and late",
         "Traces the tail samplers hold undecided (" + TS_HELD + "), traces evicted "
         "before their decision per second (num_traces reached: " + TS_EVICTED + ") and "
-        "spans arriving after their trace's decision per second (" + TS_LATE + "), by "
-        "collector job. See docs/runbooks/OtelCollectorTracesDroppedTooEarly.md and "
-        "OtelCollectorLateSpans.md.",
+        "spans arriving after their trace was decided not sampled, dropped, per second ("
+        + TS_LATE + ' sampled="false"), by collector job. See '
+        "docs/runbooks/OtelCollectorTracesDroppedTooEarly.md and OtelCollectorLateSpans.md.",
         [query(f"sum by (job) ({TS_HELD}) {zero}", "{{job}} held traces", "A"),
          query(f"sum by (job) (rate({TS_EVICTED}[{rate}])) {zero}",
                "{{job}} evicted undecided /s", "B"),
-         query(f"sum by (job) (rate({TS_LATE}[{rate}])) {zero}",
-               "{{job}} late spans /s", "C")], "none", span=8))
+         query(f'sum by (job) (rate({TS_LATE}{{sampled="false"}}[{rate}])) {zero}',
+               "{{job}} late spans dropped /s", "C")], "none", span=8))
     return d
 
 

@@ -325,19 +325,21 @@ LOSS_ALERTS: list[dict[str, Any]] = [
                        "whatever they held.",
     },
     {
-        "comment": "Spans that reached the tail sampler after their trace was decided: "
-                   "a trace\ndecided \"not sampled\" before its orphan evidence arrived "
-                   "loses them.",
+        "comment": "Spans that reached the tail sampler after their trace was decided "
+                   "\"not sampled\"\n(the decision cache drops them): an orphan's "
+                   "evidence arriving after such a\ndecision is lost with them. "
+                   "(..._sampling_late_span_age counts late spans only\nwithout decision "
+                   "caches, and kept and dropped alike.)",
         "alert": "OtelCollectorLateSpans",
-        "expr": _any_new("otelcol_processor_tail_sampling_sampling_late_span_age_count",
-                         COLLECTOR_BY),
+        "expr": _any_new('otelcol_processor_tail_sampling_early_releases_from_cache_decision'
+                         '{sampled="false"}', COLLECTOR_BY),
         "labels": {"severity": "warning"},
-        "summary": "Spans arrive after their trace's sampling decision: "
+        "summary": "Spans dropped after their trace's sampling decision: "
                    "{{ $labels.instance }}",
-        "description": f"{_COLLECTOR} received spans after their trace had been decided "
-                       "in the last 10 minutes: they follow the cached decision, so a "
-                       "trace decided not sampled loses them (an orphan's evidence "
-                       "among them).",
+        "description": f"{_COLLECTOR} dropped spans that arrived after their trace had "
+                       "been decided not sampled, in the last 10 minutes: the decision came "
+                       "before the trace ended, and evidence that would have kept it (an "
+                       "orphan's span and event) is lost.",
     },
 ]
 
@@ -367,8 +369,8 @@ FIRES_WHEN = {
                                   "or its queue was full, in 10 min",
     "OtelCollectorTracesDroppedTooEarly": "the tail sampler evicted traces before deciding "
                                           "them (num_traces reached), in 10 min",
-    "OtelCollectorLateSpans": "spans reached the tail sampler after their trace's decision, "
-                              "in 10 min",
+    "OtelCollectorLateSpans": "spans arriving after their trace was decided not sampled were "
+                              "dropped, in 10 min",
 }
 
 

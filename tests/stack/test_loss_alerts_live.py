@@ -13,6 +13,12 @@ pushing its metrics into Prometheus' OTLP receiver. Faults:
 - **a collector refusing**: collector ``tiny`` (the same config, its memory limiter at
   2 MiB, below what any collector uses) refuses every span sent to it:
   OtelCollectorRefusing; then nothing is sent to it any more;
+- **a tail sampler overflowing**: collector ``small`` (``num_traces: 2``) receives five
+  traces a second and evicts them undecided: OtelCollectorTracesDroppedTooEarly; then
+  nothing is sent to it any more;
+- **spans after their trace's decision**: collector ``main`` receives plain roots too,
+  and a child of each 3 s after it, when most of those traces have been decided not
+  sampled: OtelCollectorLateSpans; then kept roots only;
 - **the plugin's buffer overflowing**: the agent's traces endpoint is a closed port and
   its span buffer holds 10 spans (``ADK_TASK_TELEMETRY_BUFFER_SPANS``), and it tracks at
   most one open tool task (``ADK_TASK_TELEMETRY_MAX_OPEN_TASKS=1``) while it runs
@@ -26,12 +32,12 @@ evaluation 1 s); Alertmanager groups with ``group_wait: 1s`` and ``group_interva
 and receivers stay as committed); collector ``main`` gives up on a failed send after 2 s
 (``retry_on_failure.max_elapsed_time``; the committed default retries 5 minutes before
 counting a failure) and its tail sampler decides 1 s after a trace's root (10 s
-committed). OtelCollectorTracesDroppedTooEarly and OtelCollectorLateSpans are shown by
-the promtool tests only. About 2 to 3 minutes.
+committed). About 1 to 2 minutes.
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import urllib.error
 import urllib.request
@@ -42,6 +48,7 @@ from typing import Any
 
 import pytest
 import yaml
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
@@ -69,25 +76,42 @@ FAULTS = {
     "AdkTelemetryExportDropped": {"job": AGENT, "adk_export_signal": "traces",
                                   "adk_export_reason": "buffer_full"},
     "AdkToolTaskOverflow": {"job": AGENT},
+    "OtelCollectorTracesDroppedTooEarly": {"job": "otel-collector"},
+    "OtelCollectorLateSpans": {"job": "otel-collector"},
 }
 
 
 class Sender:
-    """Posts one small OTLP/HTTP trace every 0.2 s to each target while it is on (no
-    retry, no buffer: what the collector answers is all that happens)."""
+    """Posts one small OTLP/HTTP trace (a root span, status ERROR: a policy keeps it)
+    every 0.2 s to each target while it is on; to a ``late`` target also a plain root
+    (the 10 % baseline keeps few of them) and a child of the plain root it posted there
+    3 s before, long after that trace's decision. No retry, no buffer: what the
+    collector answers is all that happens."""
+
+    LATE_BY = 15  # posts (0.2 s apart)
 
     def __init__(self) -> None:
-        self.targets: dict[str, str] = {}
+        self.targets: dict[str, tuple[str, bool]] = {}
         self.answers: dict[str, list[int]] = {}
+        self._roots: dict[str, collections.deque[Any]] = {}
         self._stop = threading.Event()
         self._tracer = TracerProvider().get_tracer("loss-alerts-test")
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _post(self, url: str) -> int:
-        root = self._tracer.start_span("root")
-        root.set_status(Status(StatusCode.ERROR))  # kept by the tail sampler's policies
-        root.end()
-        body = encode_spans([root]).SerializeToString()  # type: ignore[list-item]
+    def _root(self, error: bool = True) -> Any:
+        span = self._tracer.start_span("root")
+        if error:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+        return span
+
+    def _child(self, parent: Any) -> Any:
+        span = self._tracer.start_span("late", context=trace.set_span_in_context(parent))
+        span.end()
+        return span
+
+    def _post(self, url: str, span: Any) -> int:
+        body = encode_spans([span]).SerializeToString()
         req = urllib.request.Request(url, data=body,
                                      headers={"Content-Type": "application/x-protobuf"})
         try:
@@ -100,8 +124,17 @@ class Sender:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            for name, url in list(self.targets.items()):
-                self.answers.setdefault(name, []).append(self._post(url))
+            for name, (url, late) in list(self.targets.items()):
+                root = self._root()
+                self.answers.setdefault(name, []).append(self._post(url, root))
+                if not late:
+                    continue
+                plain = self._root(error=False)  # 90 % of these are not sampled
+                self._post(url, plain)
+                roots = self._roots.setdefault(name, collections.deque())
+                roots.append(plain)
+                if len(roots) > self.LATE_BY:
+                    self._post(url, self._child(roots.popleft()))
 
     def __enter__(self) -> Sender:
         self._thread.start()
@@ -141,9 +174,9 @@ def _rules(workdir: Path) -> Path:
 def _collectors(workdir: Path, jaeger_grpc: int,
                 prom_port: int) -> dict[str, tuple[Program, dict[str, int]]]:
     """``main`` as committed but for its retries and decision wait; ``tiny`` as
-    committed but for its memory limiter."""
+    committed but for its memory limiter; ``small`` but for its ``num_traces``."""
     out = {}
-    for label in ("main", "tiny"):
+    for label in ("main", "tiny", "small"):
         ports = {"otlp_grpc": free_port(), "otlp_http": free_port(), "health": free_port(),
                  "metrics": free_port(), "jaeger_grpc": jaeger_grpc, "prometheus": prom_port}
         cfg = collector_config(ports)
@@ -152,8 +185,10 @@ def _collectors(workdir: Path, jaeger_grpc: int,
                 "enabled": True, "initial_interval": "1s", "max_interval": "1s",
                 "max_elapsed_time": "2s"}
             cfg["processors"]["tail_sampling"]["decision_wait_after_root_received"] = "1s"
-        else:
+        elif label == "tiny":
             cfg["processors"]["memory_limiter"].update(limit_mib=2, spike_limit_mib=1)
+        else:
+            cfg["processors"]["tail_sampling"]["num_traces"] = 2
         path = write_yaml(workdir / f"collector-{label}.yaml", cfg)
         out[label] = (Program("otelcol-adk", [f"--config={path}"], workdir,
                               ready_url=f"http://{local(ports['health'])}/", label=label),
@@ -206,15 +241,19 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
         with running(am_prog, prom_prog, backend, *(p for p, _ in collectors.values())):
             notes = Notes(hook)
             for label, (_, ports) in collectors.items():
-                sender.targets[label] = f"http://{local(ports['otlp_http'])}/v1/traces"
+                # main also gets children of its roots 3 s late (decided after 1 s)
+                sender.targets[label] = (f"http://{local(ports['otlp_http'])}/v1/traces",
+                                         label == "main")
             backend.stop()  # the backend goes away while traces keep coming
             with metrics_app(workdir, "otlp", AGENT, "--workload", "clean", env=agent_env):
                 ok = wait_until(lambda: notes.fired() == set(FAULTS), timeout=240, interval=1)
                 assert ok, (f"fired {notes.fired()} of {set(FAULTS)}\n"
                             f"{_why(prom)}\n{prom_prog.log()}\n{am_prog.log()}")
             # The faults end: the backend is back, nothing is sent to the refusing
-            # collector, the agent has stopped.
+            # or the small collector nor late to main, the agent has stopped.
             sender.targets.pop("tiny")
+            sender.targets.pop("small")
+            sender.targets["main"] = (sender.targets["main"][0], False)
             backend = jaeger()
             with running(backend):
                 ok = wait_until(lambda: notes.resolved() == set(FAULTS), timeout=300,
