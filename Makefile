@@ -67,7 +67,7 @@ $(UV) venv -q --clear $(if $(4),--seed) --python $(or $(3),$(PYTHON)) $(1)
 $(UV) pip install -q $(if $(4),--compile-bytecode) --python $(1)/bin/python $(2)
 endef
 
-.PHONY: stack-bin stack-test soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check clean
+.PHONY: stack-bin stack-test soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check wheel clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -398,10 +398,19 @@ dashboards: rules $(VENVS)/adk-$(ADK_NEWEST)/.installed
 docs: venvs
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS)
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/versions_doc.py --tables
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/deploy_doc.py
 
 docs-check: venvs
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/docs_capture.py --venvs $(VENVS) --check
 	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/versions_doc.py --tables --check
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python tools/deploy_doc.py --check
+
+# --- wheel: dist/adk_task_telemetry-<version>-py3-none-any.whl, to install elsewhere ---
+# (the package is not on an index yet: `pip install dist/adk_task_telemetry-*.whl`,
+# README.md "Install"). Built offline by the newest venv's build + hatchling (dev extra).
+wheel: $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	rm -f dist/adk_task_telemetry-*.whl
+	$(VENVS)/adk-$(ADK_NEWEST)/bin/python -m build --wheel --no-isolation --outdir dist .
 
 clean:
 	rm -rf .venv $(VENVS) .pytest_cache .mypy_cache .ruff_cache

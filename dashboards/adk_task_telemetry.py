@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,19 @@ ORPHANED = "adk_tool_task_orphaned_total"
 ORPHANS_ALIVE = "adk_tool_task_orphans_alive"
 ORPHAN_LIFETIME = "adk_tool_task_orphan_lifetime_seconds"
 UNANSWERED = "adk_tool_call_unanswered_total"
+OVERFLOW = "adk_tool_task_overflow_total"
+#: The plugin's export losses: labelled by job, signal and reason only (no tool).
+EXPORT_DROPPED = "adk_export_dropped_total"
+# The collectors' own metrics (service.telemetry, scraped from :8888; collector 0.161.0
+# names its counters without _total). Their job is the collector's, not an agent's:
+# these panels ignore the dashboard's variables and show every collector.
+COLLECTOR_REFUSED = '{__name__=~"otelcol_receiver_refused_(spans|metric_points|log_records)"}'
+COLLECTOR_FAILED = ('{__name__=~"otelcol_exporter_(send|enqueue)_failed_'
+                    '(spans|metric_points|log_records)"}')
+TS_HELD = "otelcol_processor_tail_sampling_sampling_traces_on_memory"
+TS_EVICTED = "otelcol_processor_tail_sampling_sampling_trace_dropped_too_early"
+#: Spans after their trace's decision, dropped (decided not sampled) or forwarded.
+TS_LATE = "otelcol_processor_tail_sampling_early_releases_from_cache_decision"
 # ADK's tool thread pool (synchronous tools): gauges of the process, not of a tool.
 POOL_BUSY = "adk_tool_thread_pool_busy"
 POOL_QUEUED = "adk_tool_thread_pool_queued"
@@ -78,7 +92,13 @@ def new_orphans(window: str, *, value_first: bool) -> str:
     return new_in(ORPHANED, window, value_first=value_first)
 
 
-def new_in(counter: str, window: str, *, value_first: bool) -> str:
+def by_job(metric: str) -> str:
+    """``metric{job=~"$job"}``: for series of the process, not of a tool."""
+    return f'{metric}{{job=~"$job"}}'
+
+
+def new_in(counter: str, window: str, *, value_first: bool,
+           select: Callable[[str], str] = sel) -> str:
     """Increase of ``counter`` in ``window``, including what a series held at its
     first sample.
 
@@ -88,8 +108,8 @@ def new_in(counter: str, window: str, *, value_first: bool) -> str:
     for new series); otherwise it only fills in where increase() has no value
     yet (a graph: the first points of a new series).
     """
-    inc = f"increase({sel(counter)}[{window}])"
-    new = f"({sel(counter)} unless {sel(counter)} offset {window})"
+    inc = f"increase({select(counter)}[{window}])"
+    new = f"({select(counter)} unless {select(counter)} offset {window})"
     return f"{new} or {inc}" if value_first else f"{inc} or {new}"
 
 
@@ -326,6 +346,8 @@ def build() -> db.Dashboard:
                "or on() vector(0)",
                "orphan_cancelled", "B")], "reqps", span=12, bars=True))
 
+    d = pipeline_health(d, rate)
+
     d = d.with_row(db.Row("Worst tools"))
     worst = (
         table.Panel().title("Worst tools")
@@ -366,6 +388,63 @@ def build() -> db.Dashboard:
                   cb.TableSortByFieldState().display_name("Errors").desc(True)])
     )
     return d.with_panel(worst)
+
+
+def pipeline_health(d: db.Dashboard, rate: str) -> db.Dashboard:
+    """What the pipeline loses: the plugin's own loss counters and the collectors'
+    (the loss alerts' metrics; docs/runbooks/). Every query shows 0 when nothing is
+    lost, so an empty panel means the metric is not collected, not "no loss"."""
+    zero = "or on() vector(0)"
+    d = d.with_row(db.Row("Pipeline health"))
+    d = d.with_panel(ts_panel(
+        "Telemetry dropped by the agents",
+        "Spans, metric exports and log records the plugin's OTLP export dropped "
+        "(adk_export_dropped_total), by job, signal and reason (buffer_full, "
+        "exit_budget, rejected), per rate interval; a new series shows its first value "
+        "too (the counter arrives when the endpoint answers again). See "
+        "docs/runbooks/AdkTelemetryExportDropped.md.",
+        [query(f"sum by (job, adk_export_signal, adk_export_reason) "
+               f"({new_in(EXPORT_DROPPED, rate, value_first=False, select=by_job)}) {zero}",
+               "{{job}} {{adk_export_signal}} ({{adk_export_reason}})")],
+        "none", span=12, bars=True))
+    d = d.with_panel(ts_panel(
+        "Tool tasks not tracked (max_open_tasks)",
+        "Tool tasks the plugin did not track because max_open_tasks records were open "
+        "(adk_tool_task_overflow_total), by tool, per rate interval: no span, no "
+        "duration, no orphan report for them. See docs/runbooks/AdkToolTaskOverflow.md.",
+        [query(f"sum by (gen_ai_tool_name) "
+               f"({new_in(OVERFLOW, rate, value_first=False)}) {zero}",
+               "{{gen_ai_tool_name}}")], "none", span=12, bars=True))
+    d = d.with_panel(ts_panel(
+        "Collectors: refused by receivers",
+        "Spans, metric points and log records the collectors' receivers refused, per "
+        "second, by collector job and receiver (otelcol_receiver_refused_*; the memory "
+        "limiter's refusals are among them). All collectors, whatever $job. See "
+        "docs/runbooks/OtelCollectorRefusing.md.",
+        [query(f"sum by (job, receiver) (rate({COLLECTOR_REFUSED}[{rate}])) {zero}",
+               "{{job}} {{receiver}}")], "reqps", span=8))
+    d = d.with_panel(ts_panel(
+        "Collectors: export failures",
+        "Items the collectors' exporters lost, per second, by collector job and "
+        "exporter: sends that failed after their retries "
+        "(otelcol_exporter_send_failed_*) and a full sending queue "
+        "(otelcol_exporter_enqueue_failed_*). See "
+        "docs/runbooks/OtelCollectorExportFailing.md.",
+        [query(f"sum by (job, exporter) (rate({COLLECTOR_FAILED}[{rate}])) {zero}",
+               "{{job}} {{exporter}}")], "reqps", span=8))
+    d = d.with_panel(ts_panel(
+        "Tail sampling: held, evicted and late",
+        "Traces the tail samplers hold undecided (" + TS_HELD + "), traces evicted "
+        "before their decision per second (num_traces reached: " + TS_EVICTED + ") and "
+        "spans arriving after their trace was decided not sampled, dropped, per second ("
+        + TS_LATE + ' sampled="false"), by collector job. See '
+        "docs/runbooks/OtelCollectorTracesDroppedTooEarly.md and OtelCollectorLateSpans.md.",
+        [query(f"sum by (job) ({TS_HELD}) {zero}", "{{job}} held traces", "A"),
+         query(f"sum by (job) (rate({TS_EVICTED}[{rate}])) {zero}",
+               "{{job}} evicted undecided /s", "B"),
+         query(f'sum by (job) (rate({TS_LATE}{{sampled="false"}}[{rate}])) {zero}',
+               "{{job}} late spans dropped /s", "C")], "none", span=8))
+    return d
 
 
 def render() -> str:

@@ -31,7 +31,11 @@ DASHBOARD_JSON = REPO / "dashboards" / "generated" / "adk-task-telemetry.json"
 RUNBOOKS = REPO / "docs" / "runbooks"
 
 ALERTS = ("AdkToolTaskOrphaned", "AdkToolTaskOrphansAlive", "AdkToolTaskErrorRateHigh",
-          "AdkToolTaskStuck", "AdkToolCallUnanswered")
+          "AdkToolTaskStuck", "AdkToolCallUnanswered",
+          # loss: what the plugin and the collectors could not deliver
+          "AdkTelemetryExportDropped", "AdkToolTaskOverflow", "OtelCollectorRefusing",
+          "OtelCollectorExportFailing", "OtelCollectorTracesDroppedTooEarly",
+          "OtelCollectorLateSpans")
 
 _PACKAGES = {"promtool": "prometheus", "prometheus": "prometheus",
              "docker-compose": "docker-compose", "chromium": "chromium"}
@@ -403,7 +407,7 @@ API_VERSIONS = {
     "Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "ServiceAccount": "v1",
     "Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
     "PodDisruptionBudget": "policy/v1", "HorizontalPodAutoscaler": "autoscaling/v2",
-    "PrometheusRule": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1", "PodMonitor": "monitoring.coreos.com/v1",
 }
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -588,6 +592,7 @@ def contract_names() -> tuple[set[str], set[str]]:
     metrics = {prom(sc.METRIC_STARTED) + "_total", prom(sc.METRIC_ACTIVE),
                prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE),
                prom(sc.METRIC_UNANSWERED) + "_total", prom(sc.METRIC_POOL_BUSY),
+               prom(sc.METRIC_OVERFLOW) + "_total", prom(sc.METRIC_EXPORT_DROPPED) + "_total",
                prom(sc.METRIC_POOL_QUEUED), prom(sc.METRIC_POOL_MAX_WORKERS)}
     for hist in (sc.METRIC_DURATION, sc.METRIC_ORPHAN_LIFETIME):
         metrics |= {prom(hist) + "_seconds" + s for s in ("_bucket", "_sum", "_count")}
@@ -595,7 +600,8 @@ def contract_names() -> tuple[set[str], set[str]]:
                                 sc.ADK_TOOL_TASK_KIND, sc.ADK_APP_NAME,
                                 sc.ADK_TOOL_TASK_OUTCOME, sc.ERROR_TYPE,
                                 sc.ADK_RUN_END_TRIGGER, sc.ADK_TOOL_TASK_CANCEL_CAUSE,
-                                sc.ADK_TOOL_CALL_UNANSWERED_REASON)}
+                                sc.ADK_TOOL_CALL_UNANSWERED_REASON,
+                                sc.ADK_EXPORT_SIGNAL, sc.ADK_EXPORT_REASON)}
     return metrics, labels
 
 

@@ -134,3 +134,9 @@ def test_make_rules_takes_the_base_from_the_makefile_variable() -> None:
     assert "export RUNBOOK_BASE_URL ?=" in make
     assert '--runbook-base-url "$(RUNBOOK_BASE_URL)"' in make
     assert "dashboards: rules" in make  # `make dashboards` regenerates the rules too
+
+
+def test_every_alert_says_when_it_fires_for_the_docs() -> None:
+    """alerts.FIRES_WHEN (docs/deploy.md's table) has one line per alert, no more."""
+    assert set(alerts_src.FIRES_WHEN) == set(alerts_src.ALERT_NAMES)
+    assert all(text.strip() for text in alerts_src.FIRES_WHEN.values())

@@ -239,9 +239,11 @@ def main(matrix: Path, logs: Path, output: Path, versions: list[str]) -> None:
               + (f"; not run: {', '.join(missing)}." if missing else ".")]
     lines += ["", "Features: " + ", ".join(f"{s} = `{k}`" for k, s in SHORT.items()) + "."]
     lines += ["", "## Install (draft for README)", "",
+              "Not on a package index yet: from a checkout, or the wheel `make wheel` builds.",
+              "",
               "```sh",
-              "pip install adk-task-telemetry                 # OTLP export (gRPC, HTTP) included",
-              "pip install 'adk-task-telemetry[prometheus]'   # + a Prometheus scrape endpoint",
+              "pip install ./adk-task-telemetry               # a checkout, or dist/*.whl",
+              "pip install './adk-task-telemetry[prometheus]' # + a Prometheus scrape endpoint",
               "```",
               "",
               f"It depends on `google-adk>={OLDEST_MINOR}` with no upper bound, so installing it "

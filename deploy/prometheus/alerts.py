@@ -51,10 +51,12 @@ RULES_HEADER = f"""\
 # change alerts.py and run `make rules`.
 # Recording and alerting rules for adk-task-telemetry (names: docs/telemetry.md "In Prometheus").
 # They hold for every metrics path: the collector (OTLP into Prometheus), Prometheus'
-# own OTLP receiver and a scrape of the plugin's /metrics endpoint. Every rule
-# aggregates by the labels below, so path-specific labels (instance,
-# otel_scope_*, service_name) never split or join series by accident:
+# own OTLP receiver and a scrape of the plugin's /metrics endpoint. Every rule on
+# the tool-task metrics aggregates by the labels below, so path-specific labels
+# (instance, otel_scope_*, service_name) never split or join series by accident:
 #   {BY}
+# The loss rules on the collectors' own metrics (scraped from :8888) aggregate by
+# job and instance: one series per collector.
 # Tests: deploy/prometheus/tests/adk-task-telemetry.test.yml (promtool test rules).
 """
 
@@ -221,7 +223,155 @@ ALERTS.append({
                    "by its unanswered_call span event.",
 })
 
+
+# --- loss: what the plugin and the collectors could not deliver ---------------------
+#
+# Every loss alert fires on any loss in the last 10 minutes, with the same two branches
+# as AdkToolTaskOrphaned: a collector's failure counters appear only at their first
+# failure (and the plugin's export counter only when the endpoint answers again), so
+# their first sample is usually already above zero.
+
+#: The collectors' own metrics (service.telemetry, scraped from :8888): one series per
+#: collector; the names carry no _total (collector 0.161.0's Prometheus reader).
+COLLECTOR_BY = "job, instance"
+#: The signal suffixes of the collectors' per-signal counters, and the signal named in
+#: the alert (the plugin's adk_export_signal values).
+COLLECTOR_SIGNALS = (("spans", "traces"), ("metric_points", "metrics"),
+                     ("log_records", "logs"))
+
+
+def _any_new_per_signal(prefix: str, by: str) -> str:
+    """:func:`_any_new` of ``<prefix>_<signal suffix>`` for each signal, each labelled
+    ``signal`` (the three series of one component would otherwise match each other in
+    the ``unless`` branch: vector matching ignores the metric name)."""
+    parts = [f'label_replace(\n{textwrap.indent(_any_new(f"{prefix}_{suffix}", by), "  ")}'
+             f'  , "signal", "{signal}", "", ""\n)'
+             for suffix, signal in COLLECTOR_SIGNALS]
+    return "\nor\n".join(parts) + "\n"
+
+
+_COLLECTOR = "Collector {{ $labels.instance }} (job {{ $labels.job }})"
+
+LOSS_ALERTS: list[dict[str, Any]] = [
+    {
+        "comment": "The plugin's OTLP export dropped spans, metric exports or log records "
+                   "(its buffer\nwas full through an outage, the exit budget ran out, or "
+                   "the endpoint refused a\nbatch for good). The counter is exported "
+                   "when the endpoint answers again.",
+        "alert": "AdkTelemetryExportDropped",
+        "expr": _any_new("adk_export_dropped_total",
+                         "job, adk_export_signal, adk_export_reason"),
+        "labels": {"severity": "warning"},
+        "summary": "ADK telemetry dropped by the agents: {{ $labels.adk_export_signal }} "
+                   "({{ $labels.adk_export_reason }})",
+        "description": "Agents of job {{ $labels.job }} dropped "
+                       "{{ $labels.adk_export_signal }} they could not export in the last "
+                       "10 minutes (reason {{ $labels.adk_export_reason }}): the "
+                       "dashboards, alerts and traces of that time have a gap.",
+    },
+    {
+        "comment": "Tool tasks not tracked because max_open_tasks records were open: "
+                   "they have no\nspan, no duration and cannot be reported as orphans.",
+        "alert": "AdkToolTaskOverflow",
+        "expr": _any_new("adk_tool_task_overflow_total", BY),
+        "labels": {"severity": "warning"},
+        "summary": "ADK tool tasks not tracked (max_open_tasks): "
+                   "{{ $labels.gen_ai_tool_name }} ({{ $labels.gen_ai_agent_name }})",
+        "description": f"{_WHO} started tool tasks the plugin did not track in the last "
+                       "10 minutes: max_open_tasks records were open. Those tasks have "
+                       "no span and no duration, and an orphan among them is not "
+                       "reported.",
+    },
+    {
+        "comment": "A collector's receivers refused data (the memory limiter refusing "
+                   "counts here:\nthe receiver is told so; the sender keeps it and "
+                   "retries, or drops it).",
+        "alert": "OtelCollectorRefusing",
+        "expr": _any_new_per_signal("otelcol_receiver_refused", f"{COLLECTOR_BY}, receiver"),
+        "labels": {"severity": "warning"},
+        "summary": "OpenTelemetry Collector refuses {{ $labels.signal }}: "
+                   "{{ $labels.instance }} ({{ $labels.receiver }})",
+        "description": f"{_COLLECTOR} refused {{{{ $labels.signal }}}} in the last 10 "
+                       "minutes (the memory limiter or a failing pipeline): senders "
+                       "that do not retry lost them.",
+    },
+    {
+        "comment": "A collector's exporters failed to send data after their retries, or "
+                   "their sending\nqueue was full: that data is lost.",
+        "alert": "OtelCollectorExportFailing",
+        "expr": (_any_new_per_signal("otelcol_exporter_send_failed",
+                                     f"{COLLECTOR_BY}, exporter")
+                 + "or\n"
+                 + _any_new_per_signal("otelcol_exporter_enqueue_failed",
+                                       f"{COLLECTOR_BY}, exporter")),
+        "labels": {"severity": "warning"},
+        "summary": "OpenTelemetry Collector loses {{ $labels.signal }} on export: "
+                   "{{ $labels.instance }} ({{ $labels.exporter }})",
+        "description": f"{_COLLECTOR} could not send {{{{ $labels.signal }}}} to a "
+                       "backend in the last 10 minutes (the backend down or refusing, "
+                       "or the sending queue full): that data is lost.",
+    },
+    {
+        "comment": "The tail sampler evicted traces before deciding them (num_traces "
+                   "reached): their\nspans are gone, kept or not; the longest runs, "
+                   "orphans among them, go first.",
+        "alert": "OtelCollectorTracesDroppedTooEarly",
+        "expr": _any_new("otelcol_processor_tail_sampling_sampling_trace_dropped_too_early",
+                         COLLECTOR_BY),
+        "labels": {"severity": "warning"},
+        "summary": "Tail sampling drops undecided traces: {{ $labels.instance }}",
+        "description": f"{_COLLECTOR} evicted traces before their sampling decision in "
+                       "the last 10 minutes (num_traces reached): those traces are lost "
+                       "whatever they held.",
+    },
+    {
+        "comment": "Spans that reached the tail sampler after their trace was decided "
+                   "\"not sampled\"\n(the decision cache drops them): an orphan's "
+                   "evidence arriving after such a\ndecision is lost with them. "
+                   "(..._sampling_late_span_age counts late spans only\nwithout decision "
+                   "caches, and kept and dropped alike.)",
+        "alert": "OtelCollectorLateSpans",
+        "expr": _any_new('otelcol_processor_tail_sampling_early_releases_from_cache_decision'
+                         '{sampled="false"}', COLLECTOR_BY),
+        "labels": {"severity": "warning"},
+        "summary": "Spans dropped after their trace's sampling decision: "
+                   "{{ $labels.instance }}",
+        "description": f"{_COLLECTOR} dropped spans that arrived after their trace had "
+                       "been decided not sampled, in the last 10 minutes: the decision came "
+                       "before the trace ended, and evidence that would have kept it (an "
+                       "orphan's span and event) is lost.",
+    },
+]
+
+ALERTS.extend(LOSS_ALERTS)
+
 ALERT_NAMES = tuple(a["alert"] for a in ALERTS)
+
+#: One line per alert for docs/deploy.md's table (tools/deploy_doc.py): when it fires,
+#: in words. tests/test_alerts.py holds its keys to the alerts.
+FIRES_WHEN = {
+    "AdkToolTaskOrphaned": "any new orphan in 10 min, including a counter whose first "
+                           "sample is already > 0",
+    "AdkToolTaskOrphansAlive": "orphans still running for 15 min",
+    "AdkToolTaskErrorRateHigh": "> 10% of a tool's tasks end in error for 10 min (>= 10 "
+                                "tasks / 5 min)",
+    "AdkToolTaskStuck": "non-streaming tasks in flight > 10x their usual duration (and > 5 "
+                        "min) for 15 min",
+    "AdkToolCallUnanswered": "any new function call left without a response at its run's "
+                             "end, in 10 min",
+    "AdkTelemetryExportDropped": "agents dropped spans, metric exports or log records they "
+                                 "could not export, in 10 min",
+    "AdkToolTaskOverflow": "tool tasks not tracked because max_open_tasks records were "
+                           "open, in 10 min",
+    "OtelCollectorRefusing": "a collector's receivers refused data (the memory limiter "
+                             "included), in 10 min",
+    "OtelCollectorExportFailing": "a collector's exporter failed to send after its retries, "
+                                  "or its queue was full, in 10 min",
+    "OtelCollectorTracesDroppedTooEarly": "the tail sampler evicted traces before deciding "
+                                          "them (num_traces reached), in 10 min",
+    "OtelCollectorLateSpans": "spans arriving after their trace was decided not sampled were "
+                              "dropped, in 10 min",
+}
 
 
 # --- the runbook base URL -----------------------------------------------------------

@@ -116,6 +116,7 @@ def prometheus_config(ports: dict[str, int]) -> Any:
         "/etc/prometheus/rules": str(DEPLOY / "prometheus" / "rules"),  # the compose volume
         "localhost:9090": local(ports["prometheus"]),
         "otel-collector:8888": local(ports["collector_metrics"]),
+        "jaeger:8888": local(ports.get("jaeger_metrics") or free_port()),
         "host.docker.internal:9464": local(ports["agent_metrics"]),
         "alertmanager:9093": local(ports["alertmanager"]),
     })

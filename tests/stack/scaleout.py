@@ -6,8 +6,8 @@ Every config is the one in the manifests (the ``config.yaml`` of the otel-gatewa
 otel-sampler ConfigMaps, deploy/jaeger/config.yaml), parsed from the YAML, with only
 addresses rewritten for loopback, and these stated changes:
 
-- each program's own telemetry (``service.telemetry.metrics``, unset in the manifests,
-  so 8888 on every pod) gets a port of its own: several pods share one host here;
+- each program's own telemetry (``service.telemetry.metrics``, 0.0.0.0:8888 in the
+  manifests, on every pod) gets a port of its own: several pods share one host here;
 - the samplers' probabilistic baseline is set to ``SAMPLING_PERCENT`` (1 %), the rate
   the scale-out claim is made at (the manifest keeps 10 %);
 - the gateways' metrics exporter (to Prometheus) points at a port nothing listens on:

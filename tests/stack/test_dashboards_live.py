@@ -64,6 +64,7 @@ def paths(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Paths]:
         "host.docker.internal:9464": f"127.0.0.1:{scrape_port}",
         # No collector and no Alertmanager here: their addresses go nowhere.
         "otel-collector:8888": f"127.0.0.1:{free_port()}",
+        "jaeger:8888": f"127.0.0.1:{free_port()}",
         "alertmanager:9093": f"127.0.0.1:{free_port()}",
     })
     with running(prog), \
