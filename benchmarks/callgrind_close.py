@@ -39,7 +39,7 @@ SMALL, LARGE = 1, 4
 
 
 def _noop_log_exporter() -> Any:
-    from adk_task_telemetry.configure.handover import _LOG_SUCCESS, _LogExporterBase
+    from adk_task_telemetry.configure.sdk_side import _LOG_SUCCESS, _LogExporterBase
 
     class Noop(_LogExporterBase):  # type: ignore[misc]
         def export(self, batch: Any) -> Any:
@@ -65,7 +65,7 @@ async def _child(step: str, scenario: str, reps: int) -> None:
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
     from adk_task_telemetry import TaskTelemetryPlugin
-    from adk_task_telemetry import exit as _exit
+    from adk_task_telemetry.lifecycle import process_exit as _exit
 
     from .bench_hot_path import _block, _providers, _runner
     from .common import quiet_plugin_logger

@@ -29,7 +29,7 @@ from adk_task_telemetry.cli import main, terminal
 from adk_task_telemetry.cli.dispatch import colour_mode
 from adk_task_telemetry.cli.terminal import Style
 from adk_task_telemetry.scenarios import SCENARIOS
-from adk_task_telemetry.stacks import innermost_user_frame
+from adk_task_telemetry.signals.stacks import innermost_user_frame
 
 BUGGY = not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY  # ADK issue 7058, fixed in 2.13
 #: What audit and demo run by default (scenarios leaking on every ADK version only

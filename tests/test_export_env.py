@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import configure, testing
+from adk_task_telemetry import configure, testing, variables
 from adk_task_telemetry.configure import settings as _env
-from adk_task_telemetry.configure import variables
 
 
 def test_defaults_follow_the_specification() -> None:
@@ -175,7 +174,7 @@ def test_docs_list_exactly_the_variables_the_package_reads() -> None:
 
 
 def test_no_other_module_names_a_variable() -> None:
-    """Every OTEL_*/ADK_TASK_TELEMETRY_* name is a constant of configure/variables.py."""
+    """Every OTEL_*/ADK_TASK_TELEMETRY_* name is a constant of variables.py."""
     src = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
     pattern = re.compile(r"(OTEL|ADK_TASK_TELEMETRY)_[A-Z_]*[A-Z]")
     found = []

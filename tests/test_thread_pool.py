@@ -26,7 +26,7 @@ import pytest
 from adk_task_telemetry import TrackerState
 from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.stacks import innermost_user_frame
+from adk_task_telemetry.signals.stacks import innermost_user_frame
 from adk_task_telemetry.testing import (
     Harness,
     Probe,
@@ -424,7 +424,7 @@ def test_thread_stack_is_empty_for_work_no_thread_runs() -> None:
     """A queued or finished call has no thread to read a stack from."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from adk_task_telemetry.stacks import thread_stack
+    from adk_task_telemetry.signals.stacks import thread_stack
 
     assert thread_stack(Future()) == ""
     gate = threading.Event()

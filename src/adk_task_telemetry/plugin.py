@@ -21,13 +21,11 @@ from opentelemetry import metrics, trace
 from typing_extensions import override  # ADK's own plugins use it; ADK requires it
 
 from . import adk_compat as compat
-from . import close_flush, plugin_order, pool_metrics, registry
-from . import exit as _exit
+from . import plugin_order
 from . import semconv as sc
 from .configure import settings
-from .metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
-from .privacy import Redactor, default_redactor, to_attribute
-from .records import (
+from .engine import trackers as registry
+from .engine.records import (
     OpenTask,
     RunStart,
     TaskRecord,
@@ -35,7 +33,12 @@ from .records import (
     TrackerState,
     runs_begun,
 )
-from .tracker import Options, RunUnknown, Tracker
+from .engine.tracker import Options, RunUnknown, Tracker
+from .lifecycle import close_flush
+from .lifecycle import process_exit as _exit
+from .signals import pool_metrics
+from .signals.capture import Redactor, default_redactor, to_attribute
+from .signals.metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

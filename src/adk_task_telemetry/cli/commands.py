@@ -98,7 +98,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     html_path = _html_path(args)
     export = None
     if args.otlp is not None:
-        from .otlp import Export, check_endpoint, otlp_protocol
+        from .demo_otlp import Export, check_endpoint, otlp_protocol
 
         endpoint = check_endpoint(args.otlp)
         export = Export(endpoint, otlp_protocol(endpoint, args.otlp_protocol))

@@ -22,8 +22,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from .. import exit as _exit
 from .. import semconv as sc
+from ..lifecycle import process_exit as _exit
 from . import bridge
 from .export import SignalStatus, count
 from .providers import Setup

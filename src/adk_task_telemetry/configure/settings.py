@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .. import semconv as sc
-from . import variables as v
+from .. import variables as v
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 

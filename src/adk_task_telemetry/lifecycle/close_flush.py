@@ -24,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import exit as _exit
-from . import semconv as sc
+from .. import semconv as sc
+from . import process_exit as _exit
 from .flush_worker import worker
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)

@@ -32,12 +32,12 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from . import semconv as sc
-from . import spans as run_spans
+from .. import semconv as sc
+from ..engine.records import RunRecord, TaskRecord
+from ..otel_compat import SPAN_KEY
+from ..version import __version__
+from . import span_processors as run_spans
 from .metrics import NAME_CHARS, end_attributes
-from .otel_compat import SPAN_KEY
-from .records import RunRecord, TaskRecord
-from .version import __version__
 
 #: The tracer of a run started under suppress_instrumentation(): makes no span.
 NO_SPANS = trace.NoOpTracer()

@@ -51,8 +51,8 @@ from typing import Any, Protocol
 
 from opentelemetry import _logs, metrics, trace
 
-from . import otel_compat
-from . import semconv as sc
+from .. import otel_compat
+from .. import semconv as sc
 from .flush_worker import worker
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)

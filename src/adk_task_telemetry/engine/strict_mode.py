@@ -19,7 +19,7 @@ import time
 import weakref
 from typing import Any
 
-from . import semconv as sc
+from .. import semconv as sc
 from .records import OPEN, TaskRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)

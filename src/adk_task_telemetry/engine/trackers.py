@@ -14,7 +14,7 @@ import contextlib
 import weakref
 from typing import Protocol
 
-from . import exit as _exit
+from ..lifecycle import process_exit as _exit
 from .records import TrackerState
 
 

@@ -18,9 +18,9 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
-from . import semconv as sc
-from .records import ToolIdentity
-from .version import __version__
+from .. import semconv as sc
+from ..engine.records import ToolIdentity
+from ..version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
-    from .metrics import Series
+    from ..signals.metrics import Series
 
 class RecordOwner(Protocol):
     """What a record's done-callback hands itself to: the tracker implements it. Records
