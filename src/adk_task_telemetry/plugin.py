@@ -23,7 +23,6 @@ from typing_extensions import override  # ADK's own plugins use it; ADK requires
 from . import adk_compat as compat
 from . import plugin_order
 from . import semconv as sc
-from .configure import settings
 from .engine import trackers as registry
 from .engine.records import (
     OpenTask,
@@ -36,6 +35,7 @@ from .engine.records import (
 from .engine.tracker import Options, RunUnknown, Tracker
 from .lifecycle import close_flush
 from .lifecycle import process_exit as _exit
+from .plugin_options import PluginOptions, plugin_options
 from .signals import pool_metrics
 from .signals.capture import Redactor, default_redactor, to_attribute
 from .signals.metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
@@ -92,7 +92,7 @@ class TaskTelemetryPlugin(BasePlugin):
         max_open_tasks: int | None = None,
     ) -> None:
         super().__init__(name=name)
-        env = settings.plugin_options()
+        env = plugin_options()
         cancel_orphans = env.cancel_orphans if cancel_orphans is None else cancel_orphans
         track_spawned_tasks = (env.track_spawned_tasks if track_spawned_tasks is None
                                else track_spawned_tasks)
@@ -101,7 +101,7 @@ class TaskTelemetryPlugin(BasePlugin):
         max_argument_length = (env.max_argument_length if max_argument_length is None
                                else max_argument_length)
         max_open_tasks = env.max_open_tasks if max_open_tasks is None else max_open_tasks
-        self._options = settings.PluginOptions(
+        self._options = PluginOptions(
             capture_arguments=capture_arguments, max_argument_length=max_argument_length,
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks)
@@ -133,7 +133,7 @@ class TaskTelemetryPlugin(BasePlugin):
     # --- public -----------------------------------------------------------------
 
     @property
-    def options(self) -> settings.PluginOptions:
+    def options(self) -> PluginOptions:
         """The options in force: each argument given, else its variable, else the default."""
         return self._options
 
