@@ -27,6 +27,7 @@ from .engine import trackers as registry
 from .engine.records import (
     OpenTask,
     RunStart,
+    Series,
     TaskRecord,
     ToolIdentity,
     TrackerState,
@@ -38,7 +39,7 @@ from .lifecycle import process_exit as _exit
 from .plugin_options import PluginOptions, plugin_options
 from .signals import pool_metrics
 from .signals.capture import Redactor, default_redactor, to_attribute
-from .signals.metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
+from .signals.metrics import MAX_SERIES, measured_outside_runs, orphan_points
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

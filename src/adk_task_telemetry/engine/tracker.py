@@ -59,7 +59,7 @@ from .. import observe
 from .. import semconv as sc
 from ..signals import span_processors as run_spans
 from ..signals.ledger_report import report_unanswered, unanswered_calls
-from ..signals.metrics import Metrics, Series
+from ..signals.metrics import Metrics
 from ..signals.orphan_report import error_type, report_open_spans, report_orphan
 from ..signals.stacks import thread_stack
 from ..signals.task_spans import TaskSpans, read_run_start
@@ -74,6 +74,7 @@ from .records import (
     OpenTask,
     RunRecord,
     RunStart,
+    Series,
     TaskRecord,
     TaskSeen,
     ToolIdentity,
