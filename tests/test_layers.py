@@ -48,10 +48,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "configure.export", "configure.sdk_side", "configure.providers",
                    "configure.handle", "configure")),
     ("process hooks", ("runner_hook", "instrumentation", "pytest_plugin")),
-    ("applications", ("scenarios.probe", "scenarios.library", "scenarios", "cli.results",
-                      "cli.wording", "cli.readback", "cli.terminal", "cli.report_html",
-                      "cli.audit_json", "cli.harness", "cli.demo_otlp", "cli.commands",
-                      "cli.dispatch", "cli.__main__", "cli", "testing", "")),
+    ("applications", ("scenarios.probe", "scenarios.tools", "scenarios.runs",
+                      "scenarios.library", "scenarios", "cli.results", "cli.wording",
+                      "cli.readback", "cli.terminal", "cli.report_html", "cli.audit_json",
+                      "cli.harness", "cli.demo_otlp", "cli.commands", "cli.dispatch",
+                      "cli.__main__", "cli", "testing", "")),
 )
 _LEVEL = {m: i for i, (_, layer) in enumerate(LAYERS) for m in layer}
 
