@@ -100,7 +100,7 @@ def test_a_flush_sends_what_there_is_and_an_unsampled_span_never(
 
 def test_the_providers_force_flush_sends_what_there_is_at_once(
         rx: HttpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``tracer_provider.force_flush()`` (ADK's server, an application, exit.py for a
+    """``tracer_provider.force_flush()`` (ADK's server, an application, process_exit.py for a
     provider of others) made the SDK's processor hand its spans over at once: ours
     sends them without waiting for a full batch or the delay."""
     handle = _pipeline(rx, monkeypatch, batch=512, delay_ms=NEVER_MS)

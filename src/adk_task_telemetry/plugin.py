@@ -63,7 +63,10 @@ class TaskTelemetryPlugin(BasePlugin):
     Register it first: ``App(plugins=[TaskTelemetryPlugin(), ...])``.
 
     Args:
-      tracer_provider, meter_provider: default to the global providers.
+      tracer_provider: defaults to the global one (read when a span is made).
+      meter_provider: defaults to configure_telemetry()'s own MeterProvider where it
+        built one beside an existing provider that could not take its readers, else to
+        the global one.
       cancel_orphans: cancel each orphan right after reporting it (its span gets a
         ``cancelled`` event with cause ``orphan_cancelled``).
       track_spawned_tasks: strict mode: also report asyncio tasks that a tool body
@@ -109,7 +112,7 @@ class TaskTelemetryPlugin(BasePlugin):
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
-        # gives the plugin one of its own (exit.py): use it unless told otherwise.
+        # gives the plugin one of its own (process_exit.py): use it unless told otherwise.
         meter_provider = meter_provider or _exit.plugin_meter_provider()
         pool_metrics.observe(meter_provider)
         self._tracker = Tracker(tracer_provider, meter_provider, Options(
@@ -260,7 +263,8 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             ctx = compat.invocation_context_of(tool_context)
             identity, series, stops = self._tool(tool, ctx)
-            call_id = tool_context.function_call_id or ""  # as _call_id, inline
+            # whole (a join key to the session's call and its response, however long), "" for none
+            call_id = tool_context.function_call_id or ""
             task = asyncio.current_task()
             extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                     tool_args) if self._capture else None)
@@ -344,7 +348,8 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
-        call_id = tool_context.function_call_id or ""  # as _call_id, inline
+        # whole, as at the tool's start: "" for none
+        call_id = tool_context.function_call_id or ""
         record = self._tracker.current()
         if record is not None and record.call_id == call_id:
             return record
@@ -369,12 +374,6 @@ def _activity() -> close_flush.Activity:
     orphan measurements, which a close does not leave to a deferred collection."""
     return close_flush.Activity((runs_begun(), measured_outside_runs()),
                                 registry.any_run_alive(), orphan_points())
-
-
-def _call_id(tool_context: ToolContext) -> str:
-    """The call's function-call id, as every record of the call carries it: whole (a
-    join key to the session's call and response, however long), ``""`` for none."""
-    return tool_context.function_call_id or ""
 
 
 def _app_name(ctx: Any) -> str:

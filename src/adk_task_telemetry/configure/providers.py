@@ -3,7 +3,7 @@ ADK's server or the application installed first.
 
 Everything is built first and installed last, so that a bad ``OTEL_BLRP_*`` value
 (the SDK raises) leaves nothing half installed. Spans go to our own processor
-(``handover.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
+(``sdk_side.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
 Where our exporters go is known from what we built (``Setup``), never by reading SDK
 objects.
 """

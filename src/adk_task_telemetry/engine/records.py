@@ -292,7 +292,7 @@ class RunRecord:
         # Call id -> how its task ended, for tasks that did not end well only.
         self.unhappy: dict[str, str] | None = None
         # Strict mode: tasks a tool body created, with who created them and when
-        # (appended by strict.py's task factory; taken by the tracker at the run's end).
+        # (appended by strict_mode.py's task factory; taken by the tracker at the run's end).
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
 
     def __call__(self, task: asyncio.Task[Any]) -> None:
