@@ -157,7 +157,7 @@ def test_audit_json_names_the_seed_orphan(audit_json: tuple[int, dict[str, Any],
         assert orphan["kind"] == "streaming"
         assert orphan["still_running"] is True  # a real leak, not a late report
         assert orphan["stuck_at"]["function"] == "monitor_stock"
-        assert orphan["stuck_at"]["file"].endswith("library.py")
+        assert orphan["stuck_at"]["file"].endswith("tools.py")
         assert "asyncio.sleep" in orphan["stuck_at"]["code"]
         assert orphan["end_trigger"]
     else:
@@ -255,7 +255,7 @@ def test_demo_draws_the_seed_orphan_or_none(runs: dict[str, Future[Any]]) -> Non
     if BUGGY:
         assert "ORPHANED still running" in seed_block
         assert "! orphan monitor_stock call-goog (streaming)" in seed_block
-        assert re.search(r"stuck at \S*library\.py:\d+ in monitor_stock", seed_block)
+        assert re.search(r"stuck at \S*tools\.py:\d+ in monitor_stock", seed_block)
         assert "await asyncio.sleep" in seed_block
         assert "1 tool task outlived its run" in out
     else:
