@@ -229,7 +229,7 @@ async def _measure_per_request(rounds: int) -> dict[str, Any]:
         await _block(with_plugin if plugin else without, 5, per_request)
     out: dict[str, Any] = {}
     # The loop thread's CPU (what the event loop pays), then the process's (every
-    # thread: the flush a close hands to exit.py's worker, the SDK's export threads).
+    # thread: the flush a close hands to process_exit.py's worker, the SDK's export threads).
     for clock, suffix in ((time.thread_time, ""), (time.process_time, "_process")):
         lived, per_req, ratios = [], [], []
         for r in range(rounds * PAIRS_PER_ROUND):

@@ -3,7 +3,7 @@
     python -m benchmarks.callgrind_close [--record]     # needs valgrind (Debian: valgrind)
 
 The plugin's ``close()`` flushes what was recorded when no run is busy (a server's
-last close comes right before uvicorn dies by SIGTERM: exit.py). Measured here in a
+last close comes right before uvicorn dies by SIGTERM: process_exit.py). Measured here in a
 process like ``callgrind_hot_path``'s (a real ``Runner``, 10 parallel calls a run,
 ADK's telemetry on: SDK providers with batch processors and no-op exporters, a
 MeterProvider with an in-memory reader), each in a process of its own under callgrind,
@@ -16,7 +16,7 @@ figure is a slope, 4 steps minus 1, per step:
   and ADK's, and their metric points), as a Runner per request does.
 
 Steps: each provider's ``force_flush`` alone (``traces``, ``metrics``, ``logs``), and
-the plugin's whole ``close()`` (``close``: the flush in exit.py's worker thread,
+the plugin's whole ``close()`` (``close``: the flush in process_exit.py's worker thread,
 awaited).
 """
 
@@ -39,7 +39,7 @@ SMALL, LARGE = 1, 4
 
 
 def _noop_log_exporter() -> Any:
-    from adk_task_telemetry.configure.handover import _LOG_SUCCESS, _LogExporterBase
+    from adk_task_telemetry.configure.sdk_side import _LOG_SUCCESS, _LogExporterBase
 
     class Noop(_LogExporterBase):  # type: ignore[misc]
         def export(self, batch: Any) -> Any:
@@ -65,7 +65,7 @@ async def _child(step: str, scenario: str, reps: int) -> None:
     from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 
     from adk_task_telemetry import TaskTelemetryPlugin
-    from adk_task_telemetry import exit as _exit
+    from adk_task_telemetry.lifecycle import process_exit as _exit
 
     from .bench_hot_path import _block, _providers, _runner
     from .common import quiet_plugin_logger

@@ -412,7 +412,7 @@ def _open_span_processor(plan: Plan) -> dict[str, Any]:
     the process every sweep consults it: its cost per span, and the idle sweep as
     unrelated spans (other runs in flight) stay open."""
     try:
-        from adk_task_telemetry.spans import OpenSpanProcessor
+        from adk_task_telemetry.signals.span_processors import OpenSpanProcessor
     except ImportError as e:
         return {"skipped": f"no OpenSpanProcessor in this version ({e})"}
     from opentelemetry.sdk.trace import TracerProvider

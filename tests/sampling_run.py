@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased,
 
 from adk_task_telemetry import TaskTelemetryPlugin, observe
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.records import TaskSeen, UnansweredCall
+from adk_task_telemetry.engine.records import TaskSeen, UnansweredCall
 from adk_task_telemetry.scenarios import SCENARIOS, run_scenario
 
 SAMPLERS = {

@@ -18,7 +18,7 @@ import pytest
 
 from adk_task_telemetry import observe
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.records import UnansweredCall
+from adk_task_telemetry.engine.records import UnansweredCall
 from adk_task_telemetry.scenarios import run_scenario
 from adk_task_telemetry.scenarios.library import SCENARIOS
 

@@ -29,7 +29,7 @@ from adk_task_telemetry.cli import main, terminal
 from adk_task_telemetry.cli.dispatch import colour_mode
 from adk_task_telemetry.cli.terminal import Style
 from adk_task_telemetry.scenarios import SCENARIOS
-from adk_task_telemetry.stacks import innermost_user_frame
+from adk_task_telemetry.signals.stacks import innermost_user_frame
 
 BUGGY = not adk_compat.HAS_BACKGROUND_TOOL_REGISTRY  # ADK issue 7058, fixed in 2.13
 #: What audit and demo run by default (scenarios leaking on every ADK version only
@@ -157,7 +157,7 @@ def test_audit_json_names_the_seed_orphan(audit_json: tuple[int, dict[str, Any],
         assert orphan["kind"] == "streaming"
         assert orphan["still_running"] is True  # a real leak, not a late report
         assert orphan["stuck_at"]["function"] == "monitor_stock"
-        assert orphan["stuck_at"]["file"].endswith("library.py")
+        assert orphan["stuck_at"]["file"].endswith("tools.py")
         assert "asyncio.sleep" in orphan["stuck_at"]["code"]
         assert orphan["end_trigger"]
     else:
@@ -255,7 +255,7 @@ def test_demo_draws_the_seed_orphan_or_none(runs: dict[str, Future[Any]]) -> Non
     if BUGGY:
         assert "ORPHANED still running" in seed_block
         assert "! orphan monitor_stock call-goog (streaming)" in seed_block
-        assert re.search(r"stuck at \S*library\.py:\d+ in monitor_stock", seed_block)
+        assert re.search(r"stuck at \S*tools\.py:\d+ in monitor_stock", seed_block)
         assert "await asyncio.sleep" in seed_block
         assert "1 tool task outlived its run" in out
     else:

@@ -112,7 +112,7 @@ def test_sigterm_to_a_server_with_a_runner_per_request_sends_the_deferred_metric
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(0.1)
             # The shape this test is about: ours first, uvicorn's behind it.
-            assert handler["module"] == "adk_task_telemetry.exit", handler
+            assert handler["module"] == "adk_task_telemetry.lifecycle.process_exit", handler
             sent = [client.get("/run").json()["metrics_sent"] for _ in range(runs)]
         # The first close collected; the last one left its run's metrics to a deferral.
         assert sent[0] >= 1 and sent[-1] == sent[-2], sent

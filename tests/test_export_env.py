@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from opentelemetry import trace
 
-from adk_task_telemetry import configure, testing
+from adk_task_telemetry import configure, testing, variables
 from adk_task_telemetry.configure import settings as _env
-from adk_task_telemetry.configure import variables
+from adk_task_telemetry.plugin_options import PluginOptions, plugin_options
 
 
 def test_defaults_follow_the_specification() -> None:
@@ -175,7 +175,7 @@ def test_docs_list_exactly_the_variables_the_package_reads() -> None:
 
 
 def test_no_other_module_names_a_variable() -> None:
-    """Every OTEL_*/ADK_TASK_TELEMETRY_* name is a constant of configure/variables.py."""
+    """Every OTEL_*/ADK_TASK_TELEMETRY_* name is a constant of variables.py."""
     src = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
     pattern = re.compile(r"(OTEL|ADK_TASK_TELEMETRY)_[A-Z_]*[A-Z]")
     found = []
@@ -197,15 +197,15 @@ def test_plugin_options_from_the_environment(caplog: pytest.LogCaptureFixture) -
            variables.ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS: "true",
            variables.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: "5_000",
            variables.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH: "0"}
-    got = _env.plugin_options(env)
+    got = plugin_options(env)
     assert (got.capture_arguments, got.cancel_orphans, got.track_spawned_tasks,
             got.max_open_tasks, got.max_argument_length) == (True, False, True, 5000, 0)
-    assert _env.plugin_options({}) == _env.PluginOptions()
+    assert plugin_options({}) == PluginOptions()
     bad = {variables.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS: "yes",
            variables.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: "0",
            variables.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH: "-3"}
     with caplog.at_level(logging.WARNING, logger="adk_task_telemetry.export"):
-        assert _env.plugin_options(bad) == _env.PluginOptions()  # each keeps its default
+        assert plugin_options(bad) == PluginOptions()  # each keeps its default
     assert len(caplog.records) == 3
 
 

@@ -21,8 +21,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 
 from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.privacy import REDACTED
 from adk_task_telemetry.scenarios import run_concurrent_mixed, run_scenario
+from adk_task_telemetry.signals.capture import REDACTED
 
 from .conftest import Telemetry
 
@@ -431,7 +431,7 @@ def test_strict_mode_under_uvloop() -> None:
 
 async def test_open_child_span_is_reported_at_run_end(
         telemetry: Telemetry, caplog: pytest.LogCaptureFixture) -> None:
-    from adk_task_telemetry.spans import OpenSpanProcessor
+    from adk_task_telemetry.signals.span_processors import OpenSpanProcessor
 
     processor = OpenSpanProcessor()
     telemetry.tracer_provider.add_span_processor(processor)

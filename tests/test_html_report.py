@@ -29,7 +29,7 @@ from websockets.sync.client import ClientConnection, connect
 from adk_task_telemetry import adk_compat
 from adk_task_telemetry.cli import results as model
 from adk_task_telemetry.cli.report_html import MIN_BAR_PCT, ReportInfo, render_report
-from adk_task_telemetry.stacks import display_path, parse_frames
+from adk_task_telemetry.signals.stacks import display_path, parse_frames
 
 from .conftest import has_seed_bug
 from .deploy_helpers import require_tool

@@ -62,25 +62,25 @@ def test_the_environment_is_a_plain_install(env: Env, tmp_path: Path) -> None:
 
 
 def test_demo_audit_and_html_name_the_installed_tool_line(env: Env, tmp_path: Path) -> None:
-    library = env.site / "adk_task_telemetry" / "scenarios" / "library.py"
-    line = _line_of(library, "async def stubborn_feed", "await asyncio.sleep(0.05)")
+    tools_py = env.site / "adk_task_telemetry" / "scenarios" / "tools.py"
+    line = _line_of(tools_py, "async def stubborn_feed", "await asyncio.sleep(0.05)")
     cli = "adk-task-telemetry"  # the console script pip made
     proc = env.run("audit", "-q", "-s", "live_stubborn_tool", "--json", "--html",
                    "report.html", cwd=tmp_path, program=cli)
     assert proc.returncode == 1, proc.stderr  # 1: an orphan (this scenario always has one)
     [orphan] = json.loads(proc.stdout)["scenarios"][0]["orphans"]
-    assert orphan["stuck_at"] == {"file": str(library), "line": line,
+    assert orphan["stuck_at"] == {"file": str(tools_py), "line": line,
                                   "function": "stubborn_feed",
                                   "code": "await asyncio.sleep(0.05)"}, orphan
     report = (tmp_path / "report.html").read_text()
-    assert (f'<mark class="stuck"><span class="frame" data-file="{html.escape(str(library))}"'
+    assert (f'<mark class="stuck"><span class="frame" data-file="{html.escape(str(tools_py))}"'
             in report)
     demo = env.run("demo", "-q", "-s", "live_stubborn_tool", "--color", "never",
                    cwd=tmp_path, program=cli)
     assert demo.returncode == 0, demo.stderr
     # The terminal names it as the HTML report shows it (stacks.display_path): from its
     # import root, so the install prefix does not fill the line.
-    assert f"stuck at {_shown(env, library)}:{line} in stubborn_feed" in demo.stdout, \
+    assert f"stuck at {_shown(env, tools_py)}:{line} in stubborn_feed" in demo.stdout, \
         demo.stdout
 
 

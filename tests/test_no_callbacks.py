@@ -8,7 +8,7 @@ design: a record is the done-callback of its task and hands itself to
 ``records.RecordOwner`` (declared beside the records, two methods), so that the tracker
 needs no closure per task.
 
-What this does not see: a plain callable handed down and called (``spans.watch_end``'s
+What this does not see: a plain callable handed down and called (``span_processors.watch_end``'s
 callback, the observers of ``observe``); those are subscriptions the caller chose, named
 in their docstrings.
 """
@@ -23,13 +23,14 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "adk_task_telemetry"
 
 #: Data and reporters (below the tracker in tests/test_layers.py LAYERS).
-BELOW_THE_TRACKER = ("records", "metrics", "spans", "stacks", "observe", "calls",
-                     "orphans", "strict", "pool_metrics")
+BELOW_THE_TRACKER = ("engine/records", "signals/metrics", "signals/span_processors",
+                     "signals/stacks", "observe", "signals/ledger_report",
+                     "signals/orphan_report", "engine/strict_mode", "signals/pool_metrics")
 #: records.RecordOwner: a task's done-callback (the record) hands the record on.
-ALLOWED = {"records": {"task_done", "driver_done"}}
+ALLOWED = {"engine/records": {"task_done", "driver_done"}}
 
 
-def tracker_methods(path: Path = SRC / "tracker.py") -> set[str]:
+def tracker_methods(path: Path = SRC / "engine" / "tracker.py") -> set[str]:
     """Every method the ``Tracker`` class defines (``__init__`` aside)."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ClassDef) and node.name == "Tracker":
@@ -70,9 +71,9 @@ def test_the_check_sees_a_call_through_a_handed_object(tmp_path: Path) -> None:
     """The reader itself can fail: a reporter that calls a tracker verb on the object
     it was handed, or declares a Protocol of them, is found."""
     fake = tmp_path / "strict.py"
-    fake.write_text((SRC / "strict.py").read_text() + (
+    fake.write_text((SRC / "engine" / "strict_mode.py").read_text() + (
         "\n\nclass Owner(Protocol):\n    def adopt_spawned(self) -> None: ...\n"
         "\n\ndef _late(owner: Owner) -> None:\n    owner.run_ended()\n"))
     found = _method_names(callbacks_in(fake, tracker_methods()))
     assert {"adopt_spawned", "run_ended"} <= found
-    assert not _method_names(callbacks_in(SRC / "strict.py", tracker_methods()))
+    assert not _method_names(callbacks_in(SRC / "engine" / "strict_mode.py", tracker_methods()))

@@ -47,7 +47,7 @@ from adk_task_telemetry import TaskTelemetryPlugin, TrackerState
 from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
 from adk_task_telemetry.scenarios import ScriptedLlm, call
-from adk_task_telemetry.spans import OpenSpanProcessor
+from adk_task_telemetry.signals.span_processors import OpenSpanProcessor
 
 from .conftest import Telemetry
 
@@ -423,7 +423,7 @@ def test_context_keys_are_openinference_s() -> None:
     """The OTel context keys the plugin reads are OpenInference's own names."""
     from openinference.instrumentation.context_attributes import CONTEXT_ATTRIBUTES
 
-    from adk_task_telemetry.spans import OPENINFERENCE_CONTEXT_KEYS
+    from adk_task_telemetry.signals.span_processors import OPENINFERENCE_CONTEXT_KEYS
 
     assert set(OPENINFERENCE_CONTEXT_KEYS) <= set(CONTEXT_ATTRIBUTES)
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from adk_task_telemetry import TrackerState, testing
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.records import RunRecord, TaskRecord
+from adk_task_telemetry.engine.records import RunRecord, TaskRecord
 from adk_task_telemetry.scenarios import ScriptedLlm, call, run_parallel_calls, run_scenario
 
 from .conftest import Telemetry

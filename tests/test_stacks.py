@@ -15,7 +15,7 @@ import sysconfig
 
 import pytest
 
-from adk_task_telemetry.stacks import innermost_user_frame, is_framework_path
+from adk_task_telemetry.signals.stacks import innermost_user_frame, is_framework_path
 
 SITE = sysconfig.get_paths()["purelib"]  # this interpreter's (a venv's, in the suite)
 ASYNCIO = os.path.dirname(asyncio.__file__)

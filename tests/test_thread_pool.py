@@ -26,7 +26,7 @@ import pytest
 from adk_task_telemetry import TrackerState
 from adk_task_telemetry import adk_compat as compat
 from adk_task_telemetry import semconv as sc
-from adk_task_telemetry.stacks import innermost_user_frame
+from adk_task_telemetry.signals.stacks import innermost_user_frame
 from adk_task_telemetry.testing import (
     Harness,
     Probe,
@@ -108,7 +108,7 @@ async def test_a_cut_thread_is_an_orphan_until_it_returns(
         frame = innermost_user_frame(stack)
         assert frame is not None
         assert (frame.func, frame.code) == ("crunch_numbers", BLOCKING_LINE), stack
-        assert frame.file.endswith("library.py")
+        assert frame.file.endswith("tools.py")
         assert "concurrent/futures/thread.py" in stack  # the worker's frames, not the task's
         m = telemetry.metrics()
         assert _sum(m[sc.METRIC_ORPHANED]) == 1
@@ -377,7 +377,7 @@ def test_the_audit_names_the_thread_orphan_and_where_it_blocks() -> None:
         assert orphan["call_id"] == "call-crunch" and orphan["tool"] == "crunch_numbers"
         assert orphan["still_running"] is True  # the pool's future, read before cleanup
         assert orphan["stuck_at"]["function"] == "crunch_numbers"
-        assert orphan["stuck_at"]["file"].endswith("library.py")
+        assert orphan["stuck_at"]["file"].endswith("tools.py")
         assert orphan["stuck_at"]["code"] == BLOCKING_LINE
         (task,) = cut["tasks"]
         assert task["outcome"] == "orphaned" and task["cancel_cause"] == "caller_cancelled"
@@ -424,7 +424,7 @@ def test_thread_stack_is_empty_for_work_no_thread_runs() -> None:
     """A queued or finished call has no thread to read a stack from."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from adk_task_telemetry.stacks import thread_stack
+    from adk_task_telemetry.signals.stacks import thread_stack
 
     assert thread_stack(Future()) == ""
     gate = threading.Event()

@@ -83,19 +83,19 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .configure import TelemetryHandle, configure_telemetry
+    from .engine.records import OpenTask, TaskSeen, TrackerState, UnansweredCall
     from .observe import add_observer, remove_observer
     from .plugin import TaskTelemetryPlugin
-    from .records import OpenTask, TaskSeen, TrackerState, UnansweredCall
-    from .spans import OpenSpanProcessor
+    from .signals.span_processors import OpenSpanProcessor
 
 _PUBLIC = {
-    "OpenSpanProcessor": ".spans",
-    "OpenTask": ".records",
+    "OpenSpanProcessor": ".signals.span_processors",
+    "OpenTask": ".engine.records",
     "TaskTelemetryPlugin": ".plugin",
     "TelemetryHandle": ".configure",
-    "TrackerState": ".records",
-    "TaskSeen": ".records",
-    "UnansweredCall": ".records",
+    "TrackerState": ".engine.records",
+    "TaskSeen": ".engine.records",
+    "UnansweredCall": ".engine.records",
     "add_observer": ".observe",
     "remove_observer": ".observe",
     "configure_telemetry": ".configure",

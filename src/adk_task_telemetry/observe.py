@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .records import TaskSeen, UnansweredCall
+from .engine.records import TaskSeen, UnansweredCall
 
 Seen = TaskSeen | UnansweredCall
 Observer = Callable[[Seen], None]

@@ -21,8 +21,14 @@ exists. Checked on opentelemetry-api/-sdk 1.37.0 (the lowest bound), 1.41.1, 1.4
   takes only the SDK's own ``NonRecordingSpan`` found there (anything else goes the
   public way).
 
-Not here: whether a sampler drops a child span is asked through its public
-``should_sample`` (task_spans.py); ``adk_compat`` reads ADK's source with
+Also here, as the one adapter of the OpenTelemetry SDK's types for the engine and the
+signals (which otherwise stand on the API and work under whatever SDK the application
+set up): whether an SDK sampler drops a child span, asked through its public
+``should_sample`` (``sdk_sampler_drops``, for signals/task_spans.py). The SDK's sampling
+module is imported only when asked, and a provider without the SDK's sampler kinds
+answers "not known". Not here: ``signals/span_processors.py``'s ``OpenSpanProcessor``
+is an SDK ``SpanProcessor`` by nature (it is added to an SDK provider), so that module
+imports ``opentelemetry.sdk.trace`` itself; ``adk_compat`` reads ADK's source with
 ``inspect.getsource`` (ADK's, not OTel's).
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation import _SPAN_KEY
 
@@ -52,3 +59,18 @@ def exporter_preferences(exporter: Any) -> tuple[Any, Any]:
     """``(preferred_temporality, preferred_aggregation)`` of a ``MetricExporter``, as the
     SDK's reader reads them."""
     return exporter._preferred_temporality, exporter._preferred_aggregation
+
+
+def sdk_sampler_drops(sampler: object, parent: otel_context.Context, trace_id: int,
+                      name: str, kind: trace.SpanKind) -> bool:
+    """Whether ``sampler``, one of the SDK's deterministic kinds (``StaticSampler``:
+    ALWAYS_ON/OFF; ``ParentBased``), drops a span ``name`` of ``kind`` under ``parent``.
+    Any other sampler, or no SDK at all, is not known to: False (what it raises goes to
+    the caller)."""
+    try:
+        from opentelemetry.sdk.trace.sampling import Decision, ParentBased, StaticSampler
+    except ImportError:  # pragma: no cover - the SDK is a dependency; an app may strip it
+        return False
+    if not isinstance(sampler, (ParentBased, StaticSampler)):
+        return False
+    return sampler.should_sample(parent, trace_id, name, kind).decision is Decision.DROP

@@ -21,21 +21,25 @@ from opentelemetry import metrics, trace
 from typing_extensions import override  # ADK's own plugins use it; ADK requires it
 
 from . import adk_compat as compat
-from . import close_flush, plugin_order, pool_metrics, registry
-from . import exit as _exit
+from . import plugin_order
 from . import semconv as sc
-from .configure import settings
-from .metrics import MAX_SERIES, Series, measured_outside_runs, orphan_points
-from .privacy import Redactor, default_redactor, to_attribute
-from .records import (
+from .engine import trackers as registry
+from .engine.records import (
     OpenTask,
     RunStart,
+    Series,
     TaskRecord,
     ToolIdentity,
     TrackerState,
     runs_begun,
 )
-from .tracker import Options, RunUnknown, Tracker
+from .engine.tracker import Options, RunUnknown, Tracker
+from .lifecycle import close_flush
+from .lifecycle import process_exit as _exit
+from .plugin_options import PluginOptions, plugin_options
+from .signals import pool_metrics
+from .signals.capture import Redactor, default_redactor, to_attribute
+from .signals.metrics import MAX_SERIES, measured_outside_runs, orphan_points
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -59,7 +63,10 @@ class TaskTelemetryPlugin(BasePlugin):
     Register it first: ``App(plugins=[TaskTelemetryPlugin(), ...])``.
 
     Args:
-      tracer_provider, meter_provider: default to the global providers.
+      tracer_provider: defaults to the global one (read when a span is made).
+      meter_provider: defaults to configure_telemetry()'s own MeterProvider where it
+        built one beside an existing provider that could not take its readers, else to
+        the global one.
       cancel_orphans: cancel each orphan right after reporting it (its span gets a
         ``cancelled`` event with cause ``orphan_cancelled``).
       track_spawned_tasks: strict mode: also report asyncio tasks that a tool body
@@ -89,7 +96,7 @@ class TaskTelemetryPlugin(BasePlugin):
         max_open_tasks: int | None = None,
     ) -> None:
         super().__init__(name=name)
-        env = settings.plugin_options()
+        env = plugin_options()
         cancel_orphans = env.cancel_orphans if cancel_orphans is None else cancel_orphans
         track_spawned_tasks = (env.track_spawned_tasks if track_spawned_tasks is None
                                else track_spawned_tasks)
@@ -98,14 +105,14 @@ class TaskTelemetryPlugin(BasePlugin):
         max_argument_length = (env.max_argument_length if max_argument_length is None
                                else max_argument_length)
         max_open_tasks = env.max_open_tasks if max_open_tasks is None else max_open_tasks
-        self._options = settings.PluginOptions(
+        self._options = PluginOptions(
             capture_arguments=capture_arguments, max_argument_length=max_argument_length,
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
             max_open_tasks=max_open_tasks)
         if max_open_tasks < 1 or max_argument_length < 0:
             raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
-        # gives the plugin one of its own (exit.py): use it unless told otherwise.
+        # gives the plugin one of its own (process_exit.py): use it unless told otherwise.
         meter_provider = meter_provider or _exit.plugin_meter_provider()
         pool_metrics.observe(meter_provider)
         self._tracker = Tracker(tracer_provider, meter_provider, Options(
@@ -130,7 +137,7 @@ class TaskTelemetryPlugin(BasePlugin):
     # --- public -----------------------------------------------------------------
 
     @property
-    def options(self) -> settings.PluginOptions:
+    def options(self) -> PluginOptions:
         """The options in force: each argument given, else its variable, else the default."""
         return self._options
 
@@ -256,7 +263,8 @@ class TaskTelemetryPlugin(BasePlugin):
         try:
             ctx = compat.invocation_context_of(tool_context)
             identity, series, stops = self._tool(tool, ctx)
-            call_id = tool_context.function_call_id or ""  # as _call_id, inline
+            # whole (a join key to the session's call and its response, however long), "" for none
+            call_id = tool_context.function_call_id or ""
             task = asyncio.current_task()
             extra = (self._captured(sc.GEN_AI_TOOL_CALL_ARGUMENTS, identity.tool_name,
                                     tool_args) if self._capture else None)
@@ -340,7 +348,8 @@ class TaskTelemetryPlugin(BasePlugin):
 
     def _record(self, tool_context: ToolContext) -> TaskRecord | None:
         """The open record of this call (after_tool and on_tool_error run in its task)."""
-        call_id = tool_context.function_call_id or ""  # as _call_id, inline
+        # whole, as at the tool's start: "" for none
+        call_id = tool_context.function_call_id or ""
         record = self._tracker.current()
         if record is not None and record.call_id == call_id:
             return record
@@ -365,12 +374,6 @@ def _activity() -> close_flush.Activity:
     orphan measurements, which a close does not leave to a deferred collection."""
     return close_flush.Activity((runs_begun(), measured_outside_runs()),
                                 registry.any_run_alive(), orphan_points())
-
-
-def _call_id(tool_context: ToolContext) -> str:
-    """The call's function-call id, as every record of the call carries it: whole (a
-    join key to the session's call and response, however long), ``""`` for none."""
-    return tool_context.function_call_id or ""
 
 
 def _app_name(ctx: Any) -> str:

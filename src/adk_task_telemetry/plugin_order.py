@@ -1,12 +1,15 @@
-"""TaskTelemetryPlugin's place among a Runner's plugins: first, whatever order the app gave.
+"""TaskTelemetryPlugin's place among a Runner's plugins: ahead of any that could hide a
+tool's outcome from it.
 
 ADK calls the plugins in order and stops at the first that returns a value. A plugin
 ahead of ours that answers ``on_tool_error_callback`` (ADK's own
 ``ReflectAndRetryToolPlugin`` does) hides the error from ours: the failed tool would
-be reported ``ok``. Users list plugins in any order, so at a run's start the plugin
-moves itself (with any other TaskTelemetryPlugin) ahead of the rest and says so once in
-an INFO line. The order itself is one rule, ``ours_first``, which the Runner hook
-(``runner_hook.py``) applies too, at ``Runner.__init__``.
+be reported ``ok``. Users list plugins in any order, so at a run's start, when a plugin
+ahead of ours overrides one of the callbacks in ``HIDDEN_BY``, the plugin moves itself
+(with any other TaskTelemetryPlugin) ahead of the rest and says so once in an INFO line;
+behind plugins that can hide nothing it stays where it was listed. The order itself is
+one rule, ``ours_first``, which the Runner hook (``runner_hook.py``) applies too, at
+``Runner.__init__``.
 
 The move *replaces* ``PluginManager.plugins`` with a new list rather than reordering
 it in place: the loop calling us (and a concurrent run's loop over the same list)

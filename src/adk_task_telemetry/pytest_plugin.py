@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from . import observe
-from .records import TaskSeen, UnansweredCall
-from .stacks import innermost_user_frame
+from .engine.records import TaskSeen, UnansweredCall
+from .signals.stacks import innermost_user_frame
 
 _TASKS = pytest.StashKey["ToolTasks"]()
 _GATE = "adk-task-telemetry-gate"

@@ -15,7 +15,8 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from . import adk_compat as _compat
-from .records import RunRecord, RunStart, TaskRecord, ToolIdentity
+from .engine.records import RunRecord, RunStart, TaskRecord, ToolIdentity
+from .engine.tracker import Options, Tracker
 from .scenarios import RUN_TAG as RUN_TAG
 from .scenarios import SCENARIOS as SCENARIOS
 from .scenarios import Harness as Harness
@@ -30,7 +31,6 @@ from .scenarios import run_scenario as run_scenario
 from .scenarios import scenario_tools as scenario_tools
 from .scenarios import scripted_agent as scripted_agent
 from .scenarios import text as text
-from .tracker import Options, Tracker
 
 # --- compat ---
 
@@ -159,7 +159,7 @@ def close_metrics_every(seconds: float) -> Iterator[None]:
     """Inside the block, a Runner's close collects metrics at most once per ``seconds``
     (``close_flush.CLOSE_METRICS_EVERY_S``, 1 s): a test that needs a close to fall inside
     the interval on a loaded machine widens it, rather than racing the clock."""
-    from . import close_flush
+    from .lifecycle import close_flush
 
     before = close_flush.CLOSE_METRICS_EVERY_S
     close_flush.CLOSE_METRICS_EVERY_S = seconds

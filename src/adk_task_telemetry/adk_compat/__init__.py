@@ -1,12 +1,15 @@
 """Everything that differs between the google-adk versions we support, in one place.
 
-The rule: every ADK difference, and every read of ADK's objects, lives in this
-package; the rest of adk_task_telemetry knows ADK only through the names below
-(``from . import adk_compat as compat``; ``compat.<name>``). Supported: google-adk
-``OLDEST_SUPPORTED_ADK`` and newer. Every difference is detected by feature (a field,
-a method, a module, ADK's own source), not by version number; ``make matrix`` checks
-each probe on the latest patch of every minor (docs/versions.md, generated from
-``HOLDS_ON``).
+The rule: every ADK difference, and every read of ADK's objects beyond the few public
+fields every supported release has, lives in this package (``from . import adk_compat as
+compat``; ``compat.<name>``). Those few the plugin reads itself, as ADK's callbacks hand
+them over: ``invocation_id`` of an invocation context, ``function_call_id`` of a tool
+context, a tool's ``name``; the tracker reads none (the plugin hands it values,
+``RunStart`` and ``ToolIdentity``, and it asks this package what ADK's signals mean).
+Supported: google-adk ``OLDEST_SUPPORTED_ADK`` and newer. Every difference is detected
+by feature (a field, a method, a module, ADK's own source), not by version number;
+``make matrix`` checks each probe on the latest patch of every minor (docs/versions.md,
+generated from ``HOLDS_ON``).
 
 What lives where (each module imports only the ones above it in this list):
 

@@ -1,5 +1,7 @@
 """The three commands: run what was asked, hand the results to the views, print what
-they return, and say the exit code. Nothing here draws or measures by itself."""
+they return, and say the exit code. What is drawn here is small and of the command
+itself: the in-place progress line of a scenario still running (a finished one's line is
+the terminal view's), the sentences on stderr, and ``version``'s table."""
 
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     html_path = _html_path(args)
     export = None
     if args.otlp is not None:
-        from .otlp import Export, check_endpoint, otlp_protocol
+        from .demo_otlp import Export, check_endpoint, otlp_protocol
 
         endpoint = check_endpoint(args.otlp)
         export = Export(endpoint, otlp_protocol(endpoint, args.otlp_protocol))

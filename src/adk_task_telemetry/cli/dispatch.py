@@ -29,7 +29,7 @@ from .results import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, UsageError
 def colour_mode(asked: str, environ: Mapping[str, str]) -> str:
     """The colour mode the views get: ``NO_COLOR`` set to anything non-empty means
     ``never`` whatever was asked (no-color.org); ``TERM=dumb`` turns ``auto`` off."""
-    from ..configure import variables  # here: `version` and `--help` need no configure
+    from .. import variables  # here: `version` and `--help` need no configure
 
     if environ.get(variables.NO_COLOR):
         return "never"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import semconv as sc
-from ..stacks import display_path, import_roots, parse_frames
+from ..signals.stacks import display_path, import_roots, parse_frames
 from .results import ENDED_OUTCOMES, TABLE_COLUMNS, Orphan, Result, Task
 from .wording import fmt_duration, orphan_state, outcome_note
 

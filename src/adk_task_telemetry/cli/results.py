@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .. import semconv as sc
-from ..stacks import Frame, innermost_user_frame
+from ..signals.stacks import Frame, innermost_user_frame
 
 __all__ = [
     "ENDED_OUTCOMES", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_ORPHANED",

@@ -8,13 +8,18 @@ ADK_TASK_TELEMETRY_* variables (docs/configuration.md). An endpoint that is down
 never reaches the agent, and what was recorded meanwhile waits in a bounded buffer
 until it answers again.
 
-    settings.py, variables.py   arguments, then variables (the only reader of them)
+    settings.py                 arguments, then variables (their names: ../variables.py)
     providers.py                create SDK providers, or attach to existing ones
-    export.py, buffer.py        what the SDK calls, the buffer, the sender threads
-    otlp.py                     the SDK's OTLP exporters behind them
+    sdk_side.py                 what the SDK calls: our span processor and exporters
+    buffer.py, export.py        the bounded buffer, and the sender threads
+    otlp_exporters.py           the SDK's OTLP exporters behind them
     outage.py                   why an export failed, in a few words
     bridge.py, prometheus.py    the log bridge; the scrape endpoint
     handle.py                   TelemetryHandle: flush, shutdown, status; exit's pipeline
+
+The OpenTelemetry SDK belongs here: this package may import every layer below it (the
+lifecycle's exit list, the span processors of ``signals/``); nothing below the plugin's
+process hooks imports it (tests/test_layers.py).
 """
 
 from __future__ import annotations

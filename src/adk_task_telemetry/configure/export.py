@@ -1,7 +1,7 @@
 """One signal's OTLP export: spans or the SDK's batches go into a buffer, a thread of
 ours sends them.
 
-Spans: our span processor (handover.py's ``SpanHandOver``) appends each ended, sampled
+Spans: our span processor (sdk_side.py's ``SpanHandOver``) appends each ended, sampled
 span to the traces buffer's inbox (buffer.py) and returns; no SDK BatchSpanProcessor
 sits in front (its queue and worker thread would be a second buffer and a second
 thread per span). The sender thread batches them as the SDK's processor would: a full

@@ -1,6 +1,6 @@
 """TelemetryHandle: what configure_telemetry() set up; flush it, shut it down, ask how
-its export is doing. Its ``ExitSide`` is the pipeline that exit.py flushes
-(``exit.Pipeline``; ``flush_at_exit`` registers it), so that the exit protocol stays
+its export is doing. Its ``ExitSide`` is the pipeline that process_exit.py flushes
+(``process_exit.Pipeline``; ``flush_at_exit`` registers it), so that the exit protocol stays
 off the public handle.
 
 A flush never starts a thread and never calls an exporter itself: it hands what the
@@ -22,8 +22,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from .. import exit as _exit
 from .. import semconv as sc
+from ..lifecycle import process_exit as _exit
 from . import bridge
 from .export import SignalStatus, count
 from .providers import Setup
@@ -55,7 +55,7 @@ class TelemetryHandle:
     def __init__(self, setup: Setup | None = None) -> None:
         self.enabled = setup is not None
         self._setup = setup
-        # What configure_telemetry() registers with exit.py (``flush_at_exit``).
+        # What configure_telemetry() registers with process_exit.py (``flush_at_exit``).
         self._exit_side = ExitSide(self)
         self.tracer_provider: TracerProvider | None = setup.tracer_provider if setup else None
         self.meter_provider: MeterProvider | None = setup.meter_provider if setup else None
@@ -118,7 +118,7 @@ class TelemetryHandle:
             logger.warning("adk_task_telemetry: gave up on telemetry export at shutdown: "
                            "%s.", "; ".join(f"{u.what} ({u.detail})" for u in left))
 
-    # --- what exit.py calls (through ExitSide, not part of the public handle) ------
+    # --- what process_exit.py calls (through ExitSide, not part of the public handle) ------
 
     def _owns(self, provider: object) -> bool:
         return self._setup is not None and any(provider is p for p in self._setup.owned())
@@ -231,7 +231,7 @@ class TelemetryHandle:
 
 
 class ExitSide:
-    """A handle as exit.py sees it (``exit.Pipeline``): the exit protocol's methods
+    """A handle as process_exit.py sees it (``process_exit.Pipeline``): the exit protocol's methods
     stay off the public TelemetryHandle."""
 
     def __init__(self, handle: TelemetryHandle) -> None:
@@ -250,7 +250,7 @@ class ExitSide:
 
 
 def flush_at_exit(handle: TelemetryHandle) -> None:
-    """Puts ``handle`` on exit.py's list (its ``ExitSide``), for configure_telemetry():
+    """Puts ``handle`` on process_exit.py's list (its ``ExitSide``), for configure_telemetry():
     a detached handle (benchmarks) is flushed only when its owner says so.
     ``shutdown()`` takes it off again."""
     _exit.register(handle._exit_side)

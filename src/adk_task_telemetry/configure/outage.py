@@ -22,8 +22,11 @@ EXPORTER_LOGGERS = (
 )
 # Exporter messages that follow our own stopping of an export, not its cause.
 _NOT_A_CAUSE = ("Shutdown in progress", "Exporter already shutdown")
-# gRPC codes the SDK retries (and so do we: the endpoint may come back); any other
-# code means this batch will never be accepted.
+# gRPC codes after which we keep the batch (the endpoint may come back): the SDK
+# exporter's own retryable codes (CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED,
+# ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS), and UNKNOWN and INTERNAL, which the SDK
+# does not retry but a collector or proxy going down answers; any other code means this
+# batch will never be accepted.
 _GRPC_RETRYABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED",
                    "CANCELLED", "OUT_OF_RANGE", "DATA_LOSS", "UNKNOWN", "INTERNAL"}
 
@@ -64,7 +67,7 @@ class QuietExporterLogs(logging.Filter):
 
 def rejected(text: str) -> bool:
     """The endpoint answered, and said no to this batch for good (HTTP 4xx but 408 and
-    429, a gRPC code the SDK does not retry): keeping it would block the queue."""
+    429, a gRPC code not in ``_GRPC_RETRYABLE``): keeping it would block the queue."""
     m = re.search(r"code: (\d{3})", text)
     if m:
         code = int(m.group(1))

@@ -3,7 +3,7 @@ ADK's server or the application installed first.
 
 Everything is built first and installed last, so that a bad ``OTEL_BLRP_*`` value
 (the SDK raises) leaves nothing half installed. Spans go to our own processor
-(``handover.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
+(``sdk_side.SpanHandOver``); an SDK BatchSpanProcessor serves the console's spans only.
 Where our exporters go is known from what we built (``Setup``), never by reading SDK
 objects.
 """
@@ -45,16 +45,16 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-from .. import exit as _exit
 from .. import otel_compat
 from .. import semconv as sc
-from ..spans import OpenSpanProcessor
+from ..lifecycle import process_exit as _exit
+from ..signals.span_processors import OpenSpanProcessor
 from ..version import __version__
 from . import bridge, prometheus, settings
 from .export import Sender
-from .handover import ADAPTERS
-from .otlp import otlp_exporter
+from .otlp_exporters import otlp_exporter
 from .outage import QuietExporterLogs
+from .sdk_side import ADAPTERS
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 

@@ -1,6 +1,8 @@
 """Resolution of configure_telemetry() settings: explicit argument, then variable.
 
-The only module that reads the telemetry's variables (the names: ``variables.py``);
+The one module that reads configure_telemetry()'s variables (the names of every
+variable: ``variables.py``); the plugin's own options are read by ``plugin_options.py``
+(below the plugin, so that importing the plugin loads nothing of ``configure/``), and
 the one other reader of the environment is the CLI's dispatch, for the terminal
 conventions ``NO_COLOR`` and ``TERM`` (``cli.dispatch.colour_mode``). Pure
 functions over a mapping (``os.environ`` by default), so that the precedence
@@ -9,7 +11,6 @@ documented in docs/configuration.md can be tested without touching any global.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import urllib.parse
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .. import semconv as sc
-from . import variables as v
+from .. import variables as v
+from ..plugin_options import positive_int
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
 
@@ -278,7 +280,7 @@ def span_batching(environ: Mapping[str, str] | None = None) -> SpanBatching:
     bad value warns and keeps the default (the SDK raised on some); a delay of 0 sends
     each span at once."""
     env = os.environ if environ is None else environ
-    size = _positive_int(env, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_SPAN_BATCH)
+    size = positive_int(env, v.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, DEFAULT_SPAN_BATCH)
     raw = _get(env, v.OTEL_BSP_SCHEDULE_DELAY)
     delay = _millis(raw, v.OTEL_BSP_SCHEDULE_DELAY, DEFAULT_SPAN_DELAY_MS) if raw \
         else DEFAULT_SPAN_DELAY_MS
@@ -313,69 +315,4 @@ def buffer_bounds(signal: str, environ: Mapping[str, str] | None = None) -> Buff
     each; a bad value warns and keeps the default)."""
     env = os.environ if environ is None else environ
     count_var, bytes_var, count, size = _BUFFER_DEFAULTS[signal]
-    return BufferBounds(_positive_int(env, count_var, count), _positive_int(env, bytes_var, size))
-
-
-def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(env, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        value = 0
-    if value <= 0:
-        logger.warning("adk_task_telemetry: %s=%r is not a positive whole number; using %d",
-                       name, raw, default)
-        return default
-    return value
-
-
-@dataclass(frozen=True)
-class PluginOptions:
-    """TaskTelemetryPlugin's options as the environment gives them (the defaults where a
-    variable is unset or bad: a bad value warns once and never stops the agent)."""
-
-    capture_arguments: bool = False
-    max_argument_length: int = 1024
-    cancel_orphans: bool = False
-    track_spawned_tasks: bool = False
-    max_open_tasks: int = 10_000
-
-
-def plugin_options(environ: Mapping[str, str] | None = None) -> PluginOptions:
-    """ADK_TASK_TELEMETRY_{CAPTURE_ARGUMENTS,MAX_ARGUMENT_LENGTH,CANCEL_ORPHANS,
-    TRACK_SPAWNED_TASKS,MAX_OPEN_TASKS}; an argument given to the plugin wins over them."""
-    env = os.environ if environ is None else environ
-    d = PluginOptions()
-
-    def flag(name: str, default: bool) -> bool:
-        raw = _get(env, name)
-        if raw is None:
-            return default
-        if raw.strip().lower() not in ("true", "false"):
-            logger.warning("adk_task_telemetry: %s=%r is not true or false; using %s",
-                           name, raw, str(default).lower())
-            return default
-        return bool(parse_bool(raw))
-
-    length = _get(env, v.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH)
-    max_arg = d.max_argument_length
-    if length is not None:
-        max_arg = -1
-        with contextlib.suppress(ValueError):
-            max_arg = int(length.replace("_", ""))
-        if max_arg < 0:
-            logger.warning("adk_task_telemetry: %s=%r is not a whole number >= 0; using %d",
-                           v.ADK_TASK_TELEMETRY_MAX_ARGUMENT_LENGTH, length,
-                           d.max_argument_length)
-            max_arg = d.max_argument_length
-    return PluginOptions(
-        capture_arguments=flag(v.ADK_TASK_TELEMETRY_CAPTURE_ARGUMENTS, d.capture_arguments),
-        max_argument_length=max_arg,
-        cancel_orphans=flag(v.ADK_TASK_TELEMETRY_CANCEL_ORPHANS, d.cancel_orphans),
-        track_spawned_tasks=flag(v.ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS,
-                                 d.track_spawned_tasks),
-        max_open_tasks=_positive_int(env, v.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS,
-                                     d.max_open_tasks),
-    )
+    return BufferBounds(positive_int(env, count_var, count), positive_int(env, bytes_var, size))

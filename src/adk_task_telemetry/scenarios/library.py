@@ -1,24 +1,22 @@
-"""Named tool-task lifecycle scenarios, run through the real ADK Runner.
+"""Named tool-task lifecycle scenarios (``SCENARIOS``), run through the real ADK Runner,
+and the runs of them the CLI demo, the audit, the tests and the benchmarks make.
 
-The CLI demo, the audit and the tests all run these. Each scenario drives one
-kind of tool task to one kind of end; its tools record the asyncio task that
-runs their body in a :class:`Probe`, so a caller can check that an orphan
-reported by the plugin is really still running.
+Each scenario drives one kind of tool task to one kind of end. Its tools (``tools``)
+record the asyncio task that runs their body in a :class:`Probe`, so a caller can check
+that an orphan reported by the plugin is really still running; the Harness that runs a
+scenario, and what its run recorded, are ``runs``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from google.adk.agents import LlmAgent
-from google.adk.agents.live_request_queue import LiveRequestQueue
-from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
+from google.adk.agents.run_config import RunConfig  # type: ignore[attr-defined]
 from google.adk.apps import App
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
@@ -31,266 +29,8 @@ from google.genai import types
 from .. import adk_compat as compat
 from .model import RUN_TAG, PerRunLlm, ScriptedLlm, call, text
 from .probe import Probe
-
-APP_NAME = "scenarios"
-USER_ID = "user"
-
-
-@dataclass
-class ScenarioRun:
-    """What happened when a scenario ran."""
-
-    name: str
-    probe: Probe
-    error: BaseException | None = None
-    events: list[Any] = field(default_factory=list)
-    #: (runner, session id) of each session the scenario used: what the session
-    #: service stored is the ground truth of which calls got a response.
-    sessions: list[tuple[Runner, str]] = field(default_factory=list)
-
-    async def stored_events(self) -> list[Any]:
-        """Every event the session services kept, across the scenario's sessions."""
-        out: list[Any] = []
-        for runner, sid in self.sessions:
-            session = await runner.session_service.get_session(
-                app_name=APP_NAME, user_id=USER_ID, session_id=sid)
-            out.extend(session.events if session is not None else ())
-        return out
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    summary: str
-    mode: str  # "async" or "live"
-    body: Callable[[Harness], Awaitable[None]]
-    #: Part of the ADK audit corpus. False for scenarios whose leak is the
-    #: application's own (a tool that ignores cancellation or spawns tasks), which
-    #: would orphan on every ADK version.
-    audit: bool = True
-    #: Whether the installed ADK has what the scenario needs (see adk_compat).
-    available: Callable[[], bool] = lambda: True
-
-
-class Harness:
-    """Builds App + Runner with the given plugins and runs one scenario on it."""
-
-    def __init__(self, plugins: Sequence[BasePlugin], probe: Probe, run: ScenarioRun) -> None:
-        self.plugins = list(plugins)
-        self.probe = probe
-        self.run = run
-        self.runners: list[Runner] = []
-
-    def runner(self, agent: LlmAgent) -> Runner:
-        app = App(name=APP_NAME, root_agent=agent, plugins=self.plugins)
-        runner = Runner(app=app, session_service=InMemorySessionService())
-        self.runners.append(runner)
-        return runner
-
-    async def _session(self, runner: Runner) -> str:
-        session = await runner.session_service.create_session(app_name=APP_NAME, user_id=USER_ID)
-        self.run.sessions.append((runner, str(session.id)))
-        return str(session.id)
-
-    async def run_async(self, agent: LlmAgent, message: str = "go",
-                        **kwargs: Any) -> None:
-        runner = self.runner(agent)
-        sid = await self._session(runner)
-        content = types.Content(role="user", parts=[types.Part(text=message)])
-        async with contextlib.aclosing(
-            runner.run_async(user_id=USER_ID, session_id=sid, new_message=content, **kwargs)
-        ) as agen:
-            async for event in agen:
-                self.run.events.append(event)
-
-    @contextlib.asynccontextmanager
-    async def live(self, agent: LlmAgent, **config_fields: Any
-                   ) -> AsyncGenerator[AsyncGenerator[Any, None], None]:
-        """A live run; leaving the block is the caller leaving (aclose)."""
-        runner = self.runner(agent)
-        sid = await self._session(runner)
-        queue = LiveRequestQueue()
-        config = RunConfig(streaming_mode=StreamingMode.BIDI,
-                           response_modalities=[types.Modality.TEXT], **config_fields)
-        agen = runner.run_live(
-            user_id=USER_ID, session_id=sid, live_request_queue=queue, run_config=config)
-        try:
-            yield agen
-        finally:
-            if compat.LIVE_SEND_LOOP_POLLS and sys.version_info < (3, 12):
-                # Else ADK's teardown may never end (adk_compat.LIVE_SEND_LOOP_POLLS):
-                # closed first, the send loop stops by itself; the caller still leaves.
-                queue.close()
-            await agen.aclose()
-            queue.close()
-
-    async def until_stored(self, runner: Runner, sid: str, *calls: str,
-                           responses: Sequence[str] = (), timeout: float = 15.0) -> None:
-        """Waits until the session stores these function calls and responses."""
-        async def stored() -> bool:
-            session = await runner.session_service.get_session(
-                app_name=APP_NAME, user_id=USER_ID, session_id=sid)
-            events = session.events if session is not None else []
-            have = {fc.id for e in events for fc in e.get_function_calls()}
-            answered = {fr.id for e in events for fr in e.get_function_responses()}
-            return set(calls) <= have and set(responses) <= answered
-
-        async def poll() -> None:
-            while not await stored():
-                await asyncio.sleep(0.005)
-        await asyncio.wait_for(poll(), timeout)
-
-    async def live_until(self, agen: AsyncGenerator[Any, None],
-                         done: Callable[[], bool], timeout: float = 15.0) -> None:
-        """Consumes live events until ``done()`` holds."""
-        async def consume() -> None:
-            async for event in agen:
-                self.run.events.append(event)
-                if done():
-                    return
-        await asyncio.wait_for(consume(), timeout)
-
-    async def live_while(self, agen: AsyncGenerator[Any, None], waiting: Awaitable[Any],
-                         timeout: float) -> None:
-        """Consumes live events (so that ADK goes on) until ``waiting`` is done, then
-        stops consuming."""
-        consumer = asyncio.ensure_future(self.live_until(agen, lambda: False, timeout))
-        try:
-            await waiting
-        finally:
-            consumer.cancel()
-            await asyncio.gather(consumer, return_exceptions=True)
-
-    async def close(self) -> None:
-        for runner in self.runners:
-            with contextlib.suppress(Exception):
-                await runner.close()
-
-
-def _responses(run: ScenarioRun, *call_ids: str) -> Callable[[], bool]:
-    want = set(call_ids)
-
-    def done() -> bool:
-        seen = {
-            p.function_response.id
-            for e in run.events if e.content and e.content.parts
-            for p in e.content.parts if p.function_response is not None
-        }
-        return want <= seen
-    return done
-
-
-# --- tools the scenarios use -------------------------------------------------
-
-
-def scenario_tools(probe: Probe) -> dict[str, Callable[..., Any]]:
-    """The scenarios' tools by name, each recording its body in ``probe``: for a test
-    that scripts a scenario of its own (``scripted_agent`` and ``Harness``)."""
-    async def lookup_order(order_id: str, tool_context: ToolContext) -> dict[str, str]:
-        """Looks up an order."""
-        probe.enter(tool_context)
-        await asyncio.sleep(0.01)
-        return {"order_id": order_id, "status": "shipped"}
-
-    def add_numbers(a: int, b: int, tool_context: ToolContext) -> dict[str, int]:
-        """Adds two numbers (a sync tool)."""
-        probe.enter(tool_context)
-        return {"sum": a + b}
-
-    async def slow_search(query: str, tool_context: ToolContext) -> dict[str, str]:
-        """Searches slowly."""
-        probe.enter(tool_context)
-        await asyncio.sleep(30)
-        return {"query": query}
-
-    async def wait_briefly(tool_context: ToolContext) -> dict[str, str]:
-        """Waits a moment (outlasts a nested agent run beside it)."""
-        probe.enter(tool_context)
-        await asyncio.sleep(0.2)
-        return {"waited": "0.2s"}
-
-    async def flaky_api(tool_context: ToolContext) -> dict[str, str]:
-        """Fails after a moment."""
-        probe.enter(tool_context)
-        await asyncio.sleep(0.05)
-        raise ConnectionError("upstream refused the connection")
-
-    async def monitor_stock(symbol: str, tool_context: ToolContext) -> AsyncGenerator[str, None]:
-        """Streams price changes of a stock symbol (a live streaming tool)."""
-        probe.enter(tool_context)
-        while True:
-            await asyncio.sleep(0.05)
-            yield f"{symbol}: no change"
-
-    async def stubborn_feed(tool_context: ToolContext) -> AsyncGenerator[str, None]:
-        """Streams ticks and ignores cancellation (an application bug)."""
-        probe.enter(tool_context)
-        while not probe.stopping:
-            try:
-                await asyncio.sleep(0.05)
-            except asyncio.CancelledError:
-                continue
-            yield "tick"
-
-    async def start_upload(file: str, tool_context: ToolContext) -> dict[str, str]:
-        """Starts an upload in a fire-and-forget task and returns at once."""
-        probe.enter(tool_context)
-
-        async def upload() -> None:
-            await asyncio.sleep(30)
-
-        probe.tasks[f"{tool_context.function_call_id}/upload"] = asyncio.create_task(upload())
-        return {"upload": file, "status": "started"}
-
-    async def fetch_page(url: str, tool_context: ToolContext) -> dict[str, str]:
-        """Fetches a page, opening a span it forgets to end (an application bug)."""
-        probe.enter(tool_context)
-        from opentelemetry import trace
-
-        trace.get_tracer("scenarios.http").start_span(f"GET {url}")
-        return {"url": url, "status": "200"}
-
-    def stop_streaming(function_name: str) -> None:
-        """Stops a running streaming tool."""
-        return None
-
-    async def send_report(topic: str, tool_context: ToolContext) -> dict[str, str]:
-        """Sends a report in the background (a live non-blocking tool)."""
-        probe.enter(tool_context)
-        await asyncio.sleep(0.05)
-        return {"topic": topic, "status": "sent"}
-
-    def crunch_numbers(seconds: float, tool_context: ToolContext) -> dict[str, str]:
-        """Crunches numbers (a synchronous tool: it blocks its thread for ``seconds``)."""
-        probe.enter_thread(tool_context)
-        # The blocking work (cleanup() ends it early).
-        probe.stop.wait(seconds)
-        probe.times[f"{tool_context.function_call_id}/returned"] = time.monotonic()
-        return {"status": "crunched"}
-
-    def open_ticket(issue: str, tool_context: ToolContext) -> dict[str, str]:
-        """Opens a ticket that a human resolves later (a long-running tool)."""
-        probe.enter(tool_context)
-        return {"ticket": "T-1", "status": "pending"}
-
-    return {f.__name__: f for f in (
-        lookup_order, add_numbers, slow_search, wait_briefly, flaky_api, monitor_stock,
-        stop_streaming, send_report, open_ticket, stubborn_feed, start_upload, fetch_page,
-        crunch_numbers)}
-
-
-def scripted_agent(name: str, turns: Sequence[Sequence[types.Part]], tools: Sequence[Any],
-                   **kw: Any) -> LlmAgent:
-    """An LlmAgent whose model replays ``turns`` (a :class:`ScriptedLlm`)."""
-    return LlmAgent(name=name, model=ScriptedLlm(turns=turns), instruction="scripted",
-                    tools=list(tools), **kw)
-
-
-def _live_agent(name: str, tools: Sequence[Any]) -> tuple[LlmAgent, ScriptedLlm]:
-    """An agent for run_live, and its model (whose say_live() scripts the session)."""
-    model = ScriptedLlm()
-    return LlmAgent(name=name, model=model, instruction="scripted", tools=list(tools)), model
-
+from .runs import APP_NAME, USER_ID, Harness, Scenario, ScenarioRun, responses_stored
+from .tools import live_agent, scenario_tools, scripted_agent
 
 # --- the scenarios ------------------------------------------------------------
 
@@ -298,11 +38,11 @@ def _live_agent(name: str, tools: Sequence[Any]) -> tuple[LlmAgent, ScriptedLlm]
 async def _seed_bug(h: Harness) -> None:
     """ADK issue 7058: two calls to one streaming tool in one live response."""
     t = scenario_tools(h.probe)
-    agent, model = _live_agent("trader", [t["monitor_stock"]])
+    agent, model = live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"),
                        call("monitor_stock", "call-msft", symbol="MSFT"))
-        await h.live_until(agen, _responses(h.run, "call-goog", "call-msft"))
+        await h.live_until(agen, responses_stored(h.run, "call-goog", "call-msft"))
         await h.probe.wait_started("call-goog", "call-msft")
     # leaving the block: the caller walks away from the live run
 
@@ -320,23 +60,23 @@ async def _caller_abort(h: Harness) -> None:
 
 async def _live_stream_teardown(h: Harness) -> None:
     t = scenario_tools(h.probe)
-    agent, model = _live_agent("trader", [t["monitor_stock"]])
+    agent, model = live_agent("trader", [t["monitor_stock"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
-        await h.live_until(agen, _responses(h.run, "call-goog"))
+        await h.live_until(agen, responses_stored(h.run, "call-goog"))
         await h.probe.wait_started("call-goog")
         await asyncio.sleep(0.1)
 
 
 async def _live_stop_streaming(h: Harness) -> None:
     t = scenario_tools(h.probe)
-    agent, model = _live_agent("trader", [t["monitor_stock"], t["stop_streaming"]])
+    agent, model = live_agent("trader", [t["monitor_stock"], t["stop_streaming"]])
     async with h.live(agent) as agen:
         model.say_live(call("monitor_stock", "call-goog", symbol="GOOG"))
-        await h.live_until(agen, _responses(h.run, "call-goog"))
+        await h.live_until(agen, responses_stored(h.run, "call-goog"))
         await h.probe.wait_started("call-goog")
         model.say_live(call("stop_streaming", "call-stop", function_name="monitor_stock"))
-        await h.live_until(agen, _responses(h.run, "call-stop"))
+        await h.live_until(agen, responses_stored(h.run, "call-stop"))
 
 
 async def _live_non_blocking(h: Harness) -> None:
@@ -346,7 +86,7 @@ async def _live_non_blocking(h: Harness) -> None:
     tool = FunctionTool(t["send_report"])
     tool.behavior = types.Behavior.NON_BLOCKING  # type: ignore[attr-defined]
     tool.response_scheduling = types.FunctionResponseScheduling.WHEN_IDLE  # type: ignore[attr-defined]
-    agent, model = _live_agent("reporter", [tool])
+    agent, model = live_agent("reporter", [tool])
     async with h.live(agent) as agen:
         model.say_live(call("send_report", "call-report", topic="sales"))
         # ADK 1.x does not yield a non-blocking tool's response: consume events
@@ -356,10 +96,10 @@ async def _live_non_blocking(h: Harness) -> None:
 
 async def _live_stubborn_tool(h: Harness) -> None:
     t = scenario_tools(h.probe)
-    agent, model = _live_agent("ticker", [t["stubborn_feed"]])
+    agent, model = live_agent("ticker", [t["stubborn_feed"]])
     async with h.live(agent) as agen:
         model.say_live(call("stubborn_feed", "call-feed"))
-        await h.live_until(agen, _responses(h.run, "call-feed"))
+        await h.live_until(agen, responses_stored(h.run, "call-feed"))
         await h.probe.wait_started("call-feed")
 
 
@@ -551,7 +291,7 @@ async def _live_thread_pool(h: Harness) -> None:
     from google.adk.agents.run_config import ToolThreadPoolConfig  # type: ignore[attr-defined]
 
     t = scenario_tools(h.probe)
-    agent, model = _live_agent("analyst", [t["crunch_numbers"]])
+    agent, model = live_agent("analyst", [t["crunch_numbers"]])
     async with h.live(agent, tool_thread_pool_config=ToolThreadPoolConfig()) as agen:
         model.say_live(call("crunch_numbers", "call-crunch", seconds=30.0))
         await h.live_while(agen, h.probe.wait_blocked("call-crunch"), timeout=30)

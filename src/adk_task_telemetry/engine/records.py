@@ -1,10 +1,13 @@
-"""What the tracker holds: a record per tool task, one per run, and the public views.
+"""What the tracker holds: a record per tool task, one per run, a tool's metric series,
+and the public views.
 
-Records are data. Their state moves only in ``tracker.Tracker`` (the state diagram
-is there); the reporters read them (orphans.py, calls.py), the tracker's helpers keep
-the fields of their own concern (runindex.py, drivers.py, threadwork.py, task_spans.py:
-never ``state``), and the plugin hands the tracker ADK's objects turned into values
-(``RunStart``, ``ToolIdentity``). One field is written elsewhere: strict.py's task
+Records are data, and import nothing of ours (the signals that read them import them,
+never the other way round). Their state moves only in ``tracker.Tracker`` (the state
+diagram is there); the reports read them (signals/orphan_report.py,
+signals/ledger_report.py), the tracker's helpers keep the fields of their own concern
+(run_index.py, run_drivers.py, pool_calls.py, signals/task_spans.py: never ``state``),
+and the plugin hands the tracker ADK's objects turned into values (``RunStart``,
+``ToolIdentity``). One field is written elsewhere: strict_mode.py's task
 factory appends to ``RunRecord.spawned`` (a task created inside a tool task), which
 only the tracker takes from. A record's done-callback hands it to ``RecordOwner``,
 never further.
@@ -24,7 +27,6 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span
 
-    from .metrics import Series
 
 class RecordOwner(Protocol):
     """What a record's done-callback hands itself to: the tracker implements it. Records
@@ -50,6 +52,24 @@ class ToolIdentity:
     agent_name: str
     kind: str
     app_name: str
+
+
+class Series:
+    """One (tool, agent, kind, app) attribute set, built once by the metrics
+    (``signals.metrics.Metrics.series_for``), and the counts behind ``started`` and
+    ``active`` that the tracker changes as tasks enter and leave OPEN. Data the records
+    hold (``TaskRecord.series``), so it lives beside them: the metrics read it, the
+    records need nothing of the metrics."""
+
+    __slots__ = ("attrs", "by_outcome", "open", "span_attrs", "started")
+
+    def __init__(self, attrs: dict[str, str], span_attrs: dict[str, str],
+                 by_outcome: dict[str, dict[str, Any]]) -> None:
+        self.attrs = attrs
+        self.span_attrs = span_attrs
+        self.by_outcome = by_outcome
+        self.started = 0
+        self.open = 0
 
 
 class RunStart(NamedTuple):
@@ -272,7 +292,7 @@ class RunRecord:
         # Call id -> how its task ended, for tasks that did not end well only.
         self.unhappy: dict[str, str] | None = None
         # Strict mode: tasks a tool body created, with who created them and when
-        # (appended by strict.py's task factory; taken by the tracker at the run's end).
+        # (appended by strict_mode.py's task factory; taken by the tracker at the run's end).
         self.spawned: list[tuple[asyncio.Task[Any], TaskRecord, int]] = []
 
     def __call__(self, task: asyncio.Task[Any]) -> None:

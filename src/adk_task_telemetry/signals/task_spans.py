@@ -22,7 +22,6 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace.sampling import Decision, ParentBased, StaticSampler
 from opentelemetry.trace import (
     NonRecordingSpan,
     Span,
@@ -32,12 +31,12 @@ from opentelemetry.trace import (
     Tracer,
 )
 
-from . import semconv as sc
-from . import spans as run_spans
+from .. import semconv as sc
+from ..engine.records import RunRecord, TaskRecord
+from ..otel_compat import SPAN_KEY, sdk_sampler_drops
+from ..version import __version__
+from . import span_processors as run_spans
 from .metrics import NAME_CHARS, end_attributes
-from .otel_compat import SPAN_KEY
-from .records import RunRecord, TaskRecord
-from .version import __version__
 
 #: The tracer of a run started under suppress_instrumentation(): makes no span.
 NO_SPANS = trace.NoOpTracer()
@@ -129,22 +128,20 @@ class TaskSpans:
         ``local_parent_not_sampled`` delegate, ALWAYS_OFF by default). Any other
         sampler (or a delegate that answers differently per call) cannot be known to
         drop every child from one answer: every span is started and the SDK decides.
-        Checked on opentelemetry-sdk 1.37, 1.41, 1.44 and 1.45."""
+        The SDK's types are known only to ``otel_compat.sdk_sampler_drops`` (this module
+        stands on the OpenTelemetry API). Checked on opentelemetry-sdk 1.37, 1.41, 1.44
+        and 1.45."""
         drops = self._drops_unsampled
         if drops is None:
             provider = self._provider or trace.get_tracer_provider()
             sampler = getattr(provider, "sampler", None)
             if sampler is None:
                 return False  # a proxy until an SDK provider is installed: ask again
-            drops = False
-            if isinstance(sampler, (ParentBased, StaticSampler)):
-                try:
-                    decision = sampler.should_sample(
-                        _PROBE_PARENT, _PROBE_TRACE_ID, "tool_task",
-                        SpanKind.INTERNAL).decision
-                    drops = decision is Decision.DROP
-                except Exception:
-                    drops = False
+            try:
+                drops = sdk_sampler_drops(sampler, _PROBE_PARENT, _PROBE_TRACE_ID,
+                                          "tool_task", SpanKind.INTERNAL)
+            except Exception:
+                drops = False
             self._drops_unsampled = drops
         return drops
 

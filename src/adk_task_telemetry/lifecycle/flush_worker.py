@@ -1,11 +1,11 @@
 """The one long-lived thread that flushes off the event loop, and its one deferral.
 
-Started by ``exit.install()`` (at exit no thread could be started: Python 3.12
+Started by ``process_exit.install()`` (at exit no thread could be started: Python 3.12
 refuses them once interpreter shutdown has begun), it runs flush jobs in order: a
 ``Runner.close()``'s flush (close_flush.py), the force-flush of providers of others
-(exit.py). It also holds at most one deferred job, armed for a time: the metric
+(process_exit.py). It also holds at most one deferred job, armed for a time: the metric
 collection that closes within ``close_flush.CLOSE_METRICS_EVERY_S`` of the last one
-leave for later. The deferral is held here, below both exit.py and close_flush.py,
+leave for later. The deferral is held here, below both process_exit.py and close_flush.py,
 because both must reach it: closes arm it, and what ends the process (SIGTERM, the
 exit list) takes it or drops it. No thread is started per job.
 """

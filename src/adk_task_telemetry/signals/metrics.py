@@ -1,9 +1,10 @@
 """The contract's instruments, one attribute set ("series") per tool, and the cardinality cap.
 
 ``started`` and ``active`` are plain counts per series (``Series.started`` and
-``Series.open``, changed only by the tracker's ``_enter``/``_leave``), read when a
-reader collects: a tool task costs no SDK measurement for either. Both are observed
-once per Meter for every plugin on it.
+``Series.open``; ``Series`` is data held by the records, engine/records.py), changed
+only by the tracker as a task enters OPEN (``tool_started``, ``_enter``) and leaves it
+(``_leave``), and read when a reader collects: a tool task costs no SDK measurement for
+either. Both are observed once per Meter for every plugin on it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
-from . import semconv as sc
-from .records import ToolIdentity
-from .version import __version__
+from .. import semconv as sc
+from ..engine.records import Series, ToolIdentity
+from ..version import __version__
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
@@ -61,23 +62,6 @@ def orphan_points() -> int:
     metrics at once when this changed since the last (close_flush.Activity.alarms), not
     coalesced with other closes."""
     return _orphan_points
-
-
-class Series:
-    """One (tool, agent, kind, app) attribute set: its dicts, built once, and the
-    counts behind ``started`` and ``active``."""
-
-    __slots__ = ("attrs", "by_outcome", "open", "span_attrs", "started")
-
-    def __init__(self, attrs: dict[str, str], tool_type: str) -> None:
-        self.attrs = attrs
-        # The span's start attributes this series shares (the ids are added per task).
-        self.span_attrs = {**attrs, sc.GEN_AI_TOOL_TYPE: tool_type}
-        # The duration histogram's attributes of the outcomes that need no more.
-        self.by_outcome = {o: end_attributes({**attrs}, o)
-                           for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)}
-        self.started = 0
-        self.open = 0
 
 
 class Metrics:
@@ -124,12 +108,18 @@ class Metrics:
                                     identity.kind, identity.app_name)
             series = self._series.get(identity)
         if series is None:
-            series = self._series[identity] = Series({
+            attrs = {
                 sc.GEN_AI_TOOL_NAME: identity.tool_name[:NAME_CHARS],
                 sc.GEN_AI_AGENT_NAME: identity.agent_name[:NAME_CHARS],
                 sc.ADK_TOOL_TASK_KIND: identity.kind,
                 sc.ADK_APP_NAME: identity.app_name[:NAME_CHARS],
-            }, identity.tool_type[:NAME_CHARS])
+            }
+            series = self._series[identity] = Series(
+                attrs,
+                # the span's start attributes this series shares (ids are added per task)
+                {**attrs, sc.GEN_AI_TOOL_TYPE: identity.tool_type[:NAME_CHARS]},
+                # the duration histogram's attributes of the outcomes that need no more
+                {o: end_attributes({**attrs}, o) for o in (sc.Outcome.OK, sc.Outcome.RECOVERED)})
         return series
 
     # --- observable values (read on the reader's thread) ----------------------------

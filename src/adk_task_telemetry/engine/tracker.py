@@ -54,13 +54,19 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from . import adk_compat as compat
-from . import drivers, observe, registry, strict, threadwork
-from . import semconv as sc
-from . import spans as run_spans
-from .calls import report_unanswered, unanswered_calls
-from .metrics import Metrics, Series
-from .orphans import error_type, report_open_spans, report_orphan
+from .. import adk_compat as compat
+from .. import observe
+from .. import semconv as sc
+from ..signals import span_processors as run_spans
+from ..signals.ledger_report import report_unanswered, unanswered_calls
+from ..signals.metrics import Metrics
+from ..signals.orphan_report import error_type, report_open_spans, report_orphan
+from ..signals.stacks import thread_stack
+from ..signals.task_spans import TaskSpans, read_run_start
+from . import pool_calls as threadwork
+from . import run_drivers as drivers
+from . import strict_mode as strict
+from . import trackers as registry
 from .records import (
     ENDED,
     OPEN,
@@ -68,14 +74,13 @@ from .records import (
     OpenTask,
     RunRecord,
     RunStart,
+    Series,
     TaskRecord,
     TaskSeen,
     ToolIdentity,
     TrackerState,
 )
-from .runindex import RunIndex
-from .stacks import thread_stack
-from .task_spans import TaskSpans, read_run_start
+from .run_index import RunIndex
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

@@ -6,8 +6,9 @@ the run's end the tracker asks which of them still run (and are not tool tasks
 themselves) and reports each as an orphan of the call that spawned it, on a span of
 its own with ``adk.tool_task.spawned`` set.
 
-A reporter, not a part of the engine: it reads the tracker's context variable (which
-record is current) and writes run records, and never calls the tracker.
+Part of the engine (it writes run records: ``RunRecord.spawned``), but not of its
+transitions: it reads the tracker's context variable (which record is current) and never
+calls the tracker; the tracker takes from ``spawned`` at the run's end.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import weakref
 from typing import Any
 
-from . import semconv as sc
+from .. import semconv as sc
 from .records import OPEN, TaskRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)

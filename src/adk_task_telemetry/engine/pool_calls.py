@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import Any, Protocol
 
-from . import semconv as sc
+from .. import semconv as sc
 from .records import OPEN, TaskRecord
 
 

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from . import semconv as sc
-from . import spans as open_spans
+from .. import semconv as sc
+from . import span_processors as open_spans
 from .stacks import suspended_stack
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ..engine.records import RunRecord, TaskRecord
     from .metrics import Metrics
-    from .records import RunRecord, TaskRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

@@ -1,7 +1,8 @@
 """Every environment variable that configures adk-task-telemetry, one constant each.
 
-Only ``configure/settings.py`` reads those of the telemetry (the terminal conventions
-at the end excepted, below); docs/configuration.md lists exactly
+Only ``configure/settings.py`` (configure_telemetry()'s) and ``plugin_options.py`` (the
+plugin's own, read without loading ``configure/``) read those of the telemetry (the
+terminal conventions at the end excepted, below); docs/configuration.md lists exactly
 these (a test holds the two together). Variables the OpenTelemetry SDK reads
 itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_BLRP_*``,
 compression, certificates) are not ours and are not listed; of ``OTEL_BSP_*``, the two

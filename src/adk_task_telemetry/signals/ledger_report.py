@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from . import adk_compat as compat
-from . import semconv as sc
-from .records import UnansweredCall
+from .. import adk_compat as compat
+from .. import semconv as sc
+from ..engine.records import UnansweredCall
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
+    from ..engine.records import RunRecord
     from .metrics import Metrics
-    from .records import RunRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

@@ -11,10 +11,15 @@ runs when ADK closes a runner (``TaskTelemetryPlugin.close()``):
    ``OTEL_EXPORTER_OTLP_*`` set) are force-flushed by flush_worker.py's thread;
 3. what has not finished within the budget is given up and counted, in one line.
 
-No thread is started here at exit: Python 3.12 refuses new threads once interpreter
-shutdown has begun. The network is only ever waited on in threads started before:
+The exit does not count on starting a thread: Python 3.12 refuses new threads once
+interpreter shutdown has begun. The network is waited on in threads started before:
 the senders (configure/export.py) and flush_worker.py's one thread, started by
 ``install()``, which also runs the flush of every ``Runner.close()`` (close_flush.py).
+Where that thread is not running when the list runs (a forked child of a process that
+installed it), handing it the providers of others tries to start it again: that works
+under SIGTERM and on Python before 3.12, and at a 3.12 interpreter shutdown it is
+refused, and those providers are then not flushed (ours still are, in the calling
+thread).
 
 Why SIGTERM: uvicorn (``adk web``, ``adk api_server``) re-raises SIGTERM after its
 graceful shutdown, so the process dies by the signal and atexit never runs. Our
@@ -51,8 +56,8 @@ from typing import Any, Protocol
 
 from opentelemetry import _logs, metrics, trace
 
-from . import otel_compat
-from . import semconv as sc
+from .. import otel_compat
+from .. import semconv as sc
 from .flush_worker import worker
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)

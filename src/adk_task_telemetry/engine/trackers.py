@@ -1,7 +1,7 @@
 """Every tracker of the process: whether any holds a run, and their sweep at process exit.
 
 A tracker adds itself here when it is made (held weakly: a plugin that is gone takes
-its tracker with it). Each plugin made puts ``shutdown_all`` on exit.py's ordered
+its tracker with it). Each plugin made puts ``shutdown_all`` on process_exit.py's ordered
 list (``register_shutdown``; the list keeps it once): at interpreter exit or SIGTERM,
 runs still in flight in every tracker end with trigger ``shutdown``, their orphans
 reported before anything is flushed. This module changes no record's state: each
@@ -14,7 +14,7 @@ import contextlib
 import weakref
 from typing import Protocol
 
-from . import exit as _exit
+from ..lifecycle import process_exit as _exit
 from .records import TrackerState
 
 
@@ -54,6 +54,6 @@ def shutdown_all() -> int:
 
 
 def register_shutdown() -> None:
-    """Process exit runs shutdown_all first, then flushes (exit.py's ordered list)."""
+    """Process exit runs shutdown_all first, then flushes (process_exit.py's ordered list)."""
     _exit.add_exit_sweep(shutdown_all)
     _exit.install()

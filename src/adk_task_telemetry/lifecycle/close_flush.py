@@ -9,7 +9,7 @@ about 1.2M instructions however little changed, and an app that builds a Runner 
 request closes one per request. A close within the interval of the last close's
 collection leaves its metrics to one deferred collection, run by the worker when the
 interval has passed; nothing else is deferred. What ends a process never waits for
-it: SIGTERM reaching exit.py's handler runs it at once (and no close defers after
+it: SIGTERM reaching process_exit.py's handler runs it at once (and no close defers after
 that), and the exit list supersedes it. The window left is documented in
 docs/configuration.md.
 """
@@ -24,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import exit as _exit
-from . import semconv as sc
+from .. import semconv as sc
+from . import process_exit as _exit
 from .flush_worker import worker
 
 logger = logging.getLogger(sc.EXPORT_LOGGER_NAME)
@@ -55,7 +55,7 @@ class Activity:
     alarms: int = 0
 
 
-# Reentrant: exit.py's SIGTERM handler may run a deferred collection on the main
+# Reentrant: process_exit.py's SIGTERM handler may run a deferred collection on the main
 # thread while its event loop was interrupted holding it.
 _lock = threading.RLock()
 #: What the last close that flushed metrics saw (``Activity``); None: flush them next.
@@ -106,7 +106,7 @@ def _close_metrics(activity: Activity | None) -> bool | None:
 
     - the first close of the process, and one after the interval has passed;
     - ``activity`` None (a caller that asks for a collection);
-    - once SIGTERM has reached exit.py's handler (a server shutting down: its last
+    - once SIGTERM has reached process_exit.py's handler (a server shutting down: its last
       closes are the last chance; the handler itself runs a pending deferral first);
     - **orphans** measured since the last close (``Activity.alarms``: one reported at
       a run's end, or an orphan's end): they are the alarm the plugin exists for, rare
@@ -114,7 +114,7 @@ def _close_metrics(activity: Activity | None) -> bool | None:
       second late or lose to a kill within the interval. Ordinary counters and
       histograms (durations, started, active, ADK's own) coalesce.
 
-    At exit (atexit, or SIGTERM where it would kill the process) exit.py drops a
+    At exit (atexit, or SIGTERM where it would kill the process) process_exit.py drops a
     pending deferral and collects everything itself."""
     global _alarms_seen
     due = _metrics_due(activity)
@@ -163,7 +163,7 @@ def _collection_began() -> None:
 
 
 def _deferred_collection(with_metrics: bool) -> bool:
-    """The collection closes deferred (worker thread; or exit.py's SIGTERM handler,
+    """The collection closes deferred (worker thread; or process_exit.py's SIGTERM handler,
     inline): skipped once the exit list runs, which collects everything itself."""
     if _exit.exiting():
         return True

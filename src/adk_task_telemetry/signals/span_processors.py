@@ -33,7 +33,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan
 
-from . import semconv as sc
+from .. import semconv as sc
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

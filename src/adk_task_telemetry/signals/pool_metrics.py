@@ -15,9 +15,9 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from . import adk_compat as compat
-from . import semconv as sc
-from .version import __version__
+from .. import adk_compat as compat
+from .. import semconv as sc
+from ..version import __version__
 
 _observed: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
