@@ -250,12 +250,10 @@ class Tracker:
         (``span_end_cut_run``).
 
         Where a cancellation passes through it, in the task driving the run, while a
-        task of the run has not finished (``compat.cancellation_unwinds_step``: a
-        step's ``gather`` may return at its first cancelled child, the others still
-        unwinding), the run is over when that driving task is: its caller sees the
-        run end then. The run ends (trigger ``run_span_end``) at the driving task's
-        end, or after ``UNWIND_GRACE_S`` if the task goes on (a caller that
-        swallowed the cancellation)."""
+        task of the run is still unwinding a cancellation of its own
+        (``compat.cancellation_unwinds_step``: a step's ``gather`` may return at its
+        first cancelled child, the others still unwinding), the run is over when that
+        driving task is: its caller sees the run end then (``_end_when_unwound``)."""
         try:
             run.span_watched = None
             if run.ended:
@@ -270,15 +268,28 @@ class Tracker:
 
     def _end_when_unwound(self, run: RunRecord, trigger: str) -> bool:
         """The run's end was signalled in the task driving it while a cancellation
-        unwinds that task and a tool task of the run has not finished yet
-        (``compat.cancellation_unwinds_step``; some releases also call after_run from
-        that same unwinding): the run ends, with ``trigger``, when this task is done
-        (its caller sees the run end then), or after ``UNWIND_GRACE_S``.
-        False where that does not apply: end the run now."""
+        unwinds that task (``compat.cancellation_unwinds_step``; some releases also
+        call after_run from that same unwinding). Only a tool task with a cancellation
+        in flight (``compat.cancellation_in_flight``, or a cancel the plugin saw
+        asked for: ``stop_streaming``) is part of that unwinding: the run ends, with
+        ``trigger``, when the driving task is done (its caller sees the run end then),
+        when the last such task has ended, or after ``UNWIND_GRACE_S``, whichever
+        comes first. A task still running that nothing cancelled is an orphan now
+        (a sibling of a tool that raised CancelledError by itself, whose caller
+        caught the error and goes on in the driving task).
+        False where no task unwinds: end the run now."""
         here = drivers.current_task()
-        if here is None or not any(r.task is not None and not r.task.done()
-                                   for r in run.tasks.values()):
+        if here is None:
             return False
+        running = [(r, r.task) for r in run.tasks.values()
+                   if r.task is not None and not r.task.done()]
+        left = [(r, t) for r, t in running
+                if r.cancel_cause is None and not compat.cancellation_in_flight(t)]
+        if len(left) == len(running):
+            return False  # nothing unwinds: the run ends now
+        self._stacks_left = STACKS_PER_SWEEP
+        for record, task in left:
+            self._orphan(record, trigger, task)
         # The end comes in the run's generator: this task drives the run now (a
         # wait_for around each event reads it in a task not seen yet).
         if here is not run.driver:
@@ -347,6 +358,9 @@ class Tracker:
     def _end_run(self, run: RunRecord, trigger: str | None) -> None:
         """The one place a run ends: each open task ends or becomes an orphan. A run
         ADK dropped (``trigger`` None) had nothing open and reports nothing."""
+        if run.span_end_due is not None:  # a deferred end (_end_when_unwound): it is now
+            run.span_end_due.cancel()
+            run.span_end_due = None
         if trigger is not None:
             kinds = compat.kinds_ended_by(trigger, run.driver_is_run)
             self._stacks_left = STACKS_PER_SWEEP
@@ -371,9 +385,6 @@ class Tracker:
         if run.span_watched is not None:
             run_spans.unwatch_end(run.span_watched)
             run.span_watched = None
-        if run.span_end_due is not None:
-            run.span_end_due.cancel()
-            run.span_end_due = None
         run.span = None
         run.owner_ref = None
         run.parent_task = None
@@ -681,6 +692,10 @@ class Tracker:
         if observe.observers:
             self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
+        if run.span_end_due is not None and not run.tasks:
+            # The last task a deferred end waited for has ended: nothing is left to
+            # wait for, the run's state goes now (not at the bound, nor at a close).
+            self._end_run(run, run.end_due_trigger or sc.EndTrigger.RUN_SPAN_END)
 
     def _orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
         """OPEN -> ORPHANED: its run ended while ``task`` still runs."""
