@@ -485,3 +485,55 @@ async def test_a_sibling_of_a_self_cancelled_tool_that_outlives_its_run_is_an_or
         assert _orphan_events(spans["call-b"]) == []
         assert _sum(telemetry, sc.METRIC_ORPHANED) == 0
     _assert_idle(plugin, telemetry)
+
+
+async def test_a_run_whose_caller_swallows_its_cancellation_goes_when_its_last_task_ends(
+        telemetry: Telemetry) -> None:
+    """Issue 31, item 2. The caller's task is cancelled while the step's two tools run,
+    catches the cancellation and goes on in that task. ADK 1.x's ``gather`` returns at
+    the first cancelled child, so the run's span ends while the tool that cleans up for
+    100 ms still unwinds its cancellation: the run waits for it (the grace covers a
+    task with a cancellation in flight), and it ends inside its run, ``cancelled``.
+    Once it has ended nothing is left to wait for: ``state()`` is (0, 0, 0) at that
+    moment, not a grace later or at another run's start or a close."""
+    probe = Probe()
+    quick_to_cancel, slow_to_cancel = _cancel_tools(probe)
+    plugin = telemetry.plugin()
+    model = ScriptedLlm(turns=[[call("quick_to_cancel", "call-quick"),
+                                call("slow_to_cancel", "call-slow")], [text("done")]])
+    agent = LlmAgent(name="clerk", model=model, instruction="scripted",
+                     tools=[quick_to_cancel, slow_to_cancel])
+    runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
+                    session_service=InMemorySessionService())
+    sid = await _session(runner)
+    saw_end, go_on = asyncio.Event(), asyncio.Event()
+
+    async def caller() -> None:
+        try:
+            async with contextlib.aclosing(runner.run_async(
+                    user_id=USER, session_id=sid, new_message=_message())) as agen:
+                async for _ in agen:
+                    pass
+        except asyncio.CancelledError:
+            pass  # swallowed: the caller goes on in this task
+        saw_end.set()
+        await go_on.wait()
+
+    consumer = asyncio.ensure_future(caller())
+    try:
+        await probe.wait_started("call-quick", "call-slow")
+        consumer.cancel()
+        await asyncio.wait_for(saw_end.wait(), 10.0)
+        await probe.wait_finished("call-quick", "call-slow")
+        await _settle()
+        assert not consumer.done(), "the caller goes on in the task that drove the run"
+        assert plugin.state() == TrackerState(0, 0, 0)
+    finally:
+        go_on.set()
+        await asyncio.gather(consumer, return_exceptions=True)
+        await probe.cleanup()
+        await runner.close()
+    spans = telemetry.by_call()
+    assert {k: _outcome(v) for k, v in spans.items()} == {"call-quick": "cancelled",
+                                                         "call-slow": "cancelled"}
+    _assert_idle(plugin, telemetry)
