@@ -84,7 +84,8 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 STACKS_PER_SWEEP = 100
 _FAILURES_LOGGED = 10
 #: At most this long after ADK's run span ended with a cancellation unwinding in the
-#: run's driving task, the run ends even if that task goes on (docs/telemetry.md).
+#: run's driving task, the run ends even if that task goes on; only tool tasks with a
+#: cancellation in flight are waited for (docs/telemetry.md, *When a cut run ends*).
 UNWIND_GRACE_S = 1.0
 class RunUnknown(LookupError):
     """A tool call of a run the tracker never saw start (``Tracker.tool_started``)."""
