@@ -44,8 +44,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import adk_task_telemetry
 from adk_task_telemetry import TaskTelemetryPlugin
 from adk_task_telemetry import semconv as sc
+from adk_task_telemetry.run_end import UNWIND_GRACE_S
 from adk_task_telemetry.spans import OpenSpanProcessor
-from adk_task_telemetry.tracker import UNWIND_GRACE_S
 
 from . import contract_run
 from .conftest import _GLOBAL_TP, _SWITCH

@@ -31,6 +31,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
     # the engine's parts that change no state: spans, run index, drivers, threads, exit
     ("task_spans", "runindex", "drivers", "threadwork", "registry"),
+    # the run-end rules: they move records only through the tracker's transitions
+    # (run_end.RunEndOwner, a protocol the tracker implements)
+    ("run_end",),
     # the engine
     ("tracker",),
     # ADK's side of it
