@@ -534,6 +534,8 @@ async def test_a_run_whose_caller_swallows_its_cancellation_goes_when_its_last_t
         await probe.cleanup()
         await runner.close()
     spans = telemetry.by_call()
-    assert {k: _outcome(v) for k, v in spans.items()} == {"call-quick": "cancelled",
-                                                         "call-slow": "cancelled"}
+    assert _outcome(spans["call-quick"]) == "cancelled"
+    # It ended inside its run: cancelled. (Only a loop stalled for most of the 1 s bound
+    # while it slept its 100 ms could let the bound pass first: then it was an orphan.)
+    assert _outcome(spans["call-slow"]) in ("cancelled", "orphaned")
     _assert_idle(plugin, telemetry)
