@@ -114,7 +114,7 @@ def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
                 if said != "orphaned":
                     problems.append(f"{where}: still running after its run ended, but the "
                                     f"span says {said!r} (it really ended {task.outcome!r} "
-                                    f"at cleanup)")
+                                    "later)")
                 continue
             assert task.ended_ns is not None
             if said == "orphaned" or reports:
