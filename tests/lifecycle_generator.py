@@ -122,6 +122,20 @@ SELF_CANCEL = "give_up"
 P_SELF_CANCEL = 0.15
 P_ODD_IDS = 0.15
 P_CLOSE_FIRST = 0.5
+#: Siblings of a self-cancelling call that work on after it gave up (issue 31): each
+#: waits for the turn's failure, then works this long more. On ADK 1.x the step's
+#: ``gather`` lets the CancelledError out of the run at once, so each outlives the run
+#: by about that long (the neighbours of a 1 s grace: well inside, near, well past it).
+RUNS_ON = {"runs_on_10ms": 0.01, "runs_on_300ms": 0.3, "runs_on_2s": 2.0}
+#: Callers of the self-cancel family: ``consume_catch`` reads the run in the harness's
+#: own task, catches the CancelledError the run lets out and goes on working in that
+#: task (a retry loop, a server mapping it to a response: ``_Run.work_on``);
+#: ``consume_reraise`` reads it in a task of its own that lets the error out (that task
+#: ends with it).
+SELF_CANCEL_CALLERS = ("consume_catch", "consume_reraise")
+#: How long a ``consume_catch`` caller works on in the task that drove the run at most
+#: (until every tool body has ended: past the longest of RUNS_ON).
+WORK_ON_LIMIT = 3.0
 #: Tools of run_live scenarios (non_blocking where the ADK has it).
 LIVE_TOOLS = ("sync", "fast", "stream", "stubborn_stream", "non_blocking")
 #: Callers: how the caller consumes and ends the run.
@@ -299,6 +313,27 @@ def generate_nested_cut(seed: int) -> Spec:
     return Spec(seed, "async", tuple(turns), caller, k, nested=tuple(nested))
 
 
+def generate_self_cancel(seed: int) -> Spec:
+    """A self-cancel family scenario drawn from ``seed`` (issue 31): a turn in which
+    one call raises CancelledError by itself (``give_up``) beside one to three
+    siblings, at least one of which works on 10 ms, 300 ms or 2 s after it gave up
+    (``RUNS_ON``), the others ordinary; a caller that catches what the run lets out
+    and goes on, or one that re-raises it (``SELF_CANCEL_CALLERS``). Maybe an ordinary
+    turn before. Only where a tool's own CancelledError can be told (``can_self_cancel``)."""
+    rng = random.Random(f"self-cancel-{seed}")
+    caller = rng.choice(SELF_CANCEL_CALLERS)
+    turns: list[tuple[CallSpec, ...]] = []
+    if rng.random() < 0.3:
+        turns.append((CallSpec(rng.choice(("fast", "sync", "slow")), "c0"),))
+    siblings = [CallSpec(rng.choice(tuple(RUNS_ON)), "c2")]
+    siblings += [CallSpec(rng.choice((*RUNS_ON, "fast", "slow", "sync")), f"c{i + 3}")
+                 for i in range(rng.randint(0, 2))]
+    cut = [CallSpec(SELF_CANCEL, "c1"), *siblings]
+    rng.shuffle(cut)
+    turns.append(tuple(cut))
+    return Spec(seed, "async", tuple(turns), caller, 1)
+
+
 def generate_edge(seed: int) -> Spec:
     """An async scenario of the edge families (issue 23) drawn from ``seed``, with any
     caller: ``generate`` draws them only for a few, and not beside the callers that cut
@@ -395,7 +430,8 @@ class Outcome:
     cut: bool = False
     #: When the task the caller cancelled to cut the run (its timeout's, its consumer)
     #: was done: its own first done-callback, added before ADK or a plugin could add
-    #: one. The caller sees the run end then. 0 where the caller cut nothing.
+    #: one. The caller sees the run end then. 0 where the caller cut nothing (but for
+    #: ``consume_reraise``, whose consumer's end is when it saw the run end).
     cut_seen_ns: int = 0
     #: The tool tasks already done at that moment (looked at in that callback): they
     #: ended inside the run, however late their own done-callbacks run.
@@ -612,6 +648,19 @@ def _tools(truth: Probe, spec: Spec) -> list[Any]:
             record.self_cancelled = True
             raise asyncio.CancelledError
 
+    def runs_on(name: str) -> Callable[..., Any]:
+        after = RUNS_ON[name]
+
+        async def body(delay: float, tool_context: ToolContext,
+                       turn: int = -1) -> dict[str, str]:
+            with truth.body(tool_context, name):
+                await pause(FAST + delay, turn)  # until its turn's call gave up
+                await asyncio.sleep(after)  # then works on: past the run on ADK 1.x
+                return {name: "ok"}
+        body.__name__ = body.__qualname__ = name
+        body.__doc__ = f"Works on {after:g} s after its turn's failure, then answers."
+        return body
+
     async def non_blocking(delay: float, tool_context: ToolContext) -> dict[str, str]:
         """Works in the background (a live non-blocking tool)."""
         with truth.body(tool_context, "non_blocking"):
@@ -619,7 +668,7 @@ def _tools(truth: Probe, spec: Spec) -> list[Any]:
             return {"background": "done"}
 
     plain = (sync, fast, slow, hang, fail, flaky, stubborn, spawn, stream, stubborn_stream,
-             cancel_to_error, give_up, stubborn_slow)
+             cancel_to_error, give_up, stubborn_slow, *(runs_on(n) for n in RUNS_ON))
     used = {c.tool for t in (*spec.turns, spec.answer) for c in t}
     nested_calls = spec.nested or (CallSpec("fast", "sub-call"),)
     out: list[Any] = [f for f in plain if f.__name__ in used]
@@ -842,8 +891,17 @@ class _Run:
         await self._teardown()
         self.out.end_ns = time.time_ns()
         self.out.real_orphans = self.truth.running()
+        if self.spec.caller == "consume_catch":
+            await self._work_on()
         return self.out
 
+    async def _work_on(self) -> None:
+        """A caller that caught what the run raised goes on with other work in the task
+        that drove the run (it does not end with the run): here, until every tool body
+        has ended (a positive signal), at most WORK_ON_LIMIT."""
+        left = [t.task for t in self.truth.records if not t.task.done()]
+        if left:
+            await asyncio.wait(left, timeout=WORK_ON_LIMIT)
     async def _teardown(self) -> None:
         """Waits until every task of ADK's that appeared during the run has ended."""
         if self.spec.caller == "break":
@@ -919,9 +977,21 @@ class _Run:
                 if not answering.done():
                     answering.cancel()
                     await asyncio.gather(answering, return_exceptions=True)
-        elif caller == "consume":
+        elif caller in ("consume", "consume_catch"):  # the latter goes on: run()
             async with contextlib.aclosing(agen):
                 await consume_all()
+        elif caller == "consume_reraise":
+            # Reads the run in a task of its own that lets out whatever the run raises
+            # (a tool's own CancelledError ends that task cancelled); the caller then
+            # takes it from the task (``run`` treats it as the run's error).
+            async def consume_closing() -> None:
+                async with contextlib.aclosing(agen):
+                    await consume_all()
+            consumer = asyncio.ensure_future(consume_closing())
+            seen = self._seen_end(consumer)
+            await asyncio.wait([consumer])
+            self._note_cut(seen)
+            consumer.result()
         elif caller in ("break", "break_aclosing"):
             async def read_k() -> None:
                 async for event in agen:
@@ -1096,6 +1166,7 @@ async def run_spec(spec: Spec, plugins: Sequence[BasePlugin]) -> tuple[Outcome, 
 
 
 __all__ = ["ANSWER_TOOLS", "ASYNC_CALLERS", "ASYNC_TOOLS", "LIVE_CALLERS", "LIVE_TOOLS",
-           "SELF_CANCEL", "CallSpec", "Outcome", "Spec", "can_self_cancel",
-           "generate", "generate_edge", "generate_nested_cut", "generate_overlap",
-           "has_live_non_blocking", "normalize", "run_spec"]
+           "RUNS_ON", "SELF_CANCEL", "SELF_CANCEL_CALLERS", "CallSpec", "Outcome", "Spec",
+           "can_self_cancel", "generate", "generate_edge", "generate_nested_cut",
+           "generate_overlap", "generate_self_cancel", "has_live_non_blocking", "normalize",
+           "run_spec"]

@@ -31,8 +31,8 @@ Causes and reasons name what happened (issue 23), whatever the timing:
   * a body that raised CancelledError by itself has a ``cancelled`` event without a
     cause, and its call's unanswered reason (when unanswered) is ``error``, as is that
     of a call whose only body raised inside the run and nothing answered;
-  * a caller that never cut its run (``consume``) is never named: no
-    ``caller_cancelled`` cause or reason;
+  * a caller that never cut its run (``consume``, ``consume_catch``,
+    ``consume_reraise``) is never named: no ``caller_cancelled`` cause or reason;
   * a caller that closed the stream (``break``, ``break_aclosing``) of a run where no
     call raised or cancelled itself: every unanswered reason is ``caller_cancelled``
     (or ``orphaned``, for a call whose task outlived the run).
@@ -74,7 +74,7 @@ def _shown(call_id: str) -> str:
 
 
 #: Callers that never cut their run, and those that close its stream.
-_NEVER_CUTS = frozenset({"consume"})
+_NEVER_CUTS = frozenset({"consume", "consume_catch", "consume_reraise"})
 _CLOSES = frozenset({"break", "break_aclosing"})
 
 
@@ -114,7 +114,7 @@ def check_spans(outcome: Outcome, telemetry: Telemetry) -> list[str]:
                 if said != "orphaned":
                     problems.append(f"{where}: still running after its run ended, but the "
                                     f"span says {said!r} (it really ended {task.outcome!r} "
-                                    f"at cleanup)")
+                                    "later)")
                 continue
             assert task.ended_ns is not None
             if said == "orphaned" or reports:

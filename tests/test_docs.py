@@ -44,6 +44,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import adk_task_telemetry
 from adk_task_telemetry import TaskTelemetryPlugin
 from adk_task_telemetry import semconv as sc
+from adk_task_telemetry.engine.run_end import UNWIND_GRACE_S
 from adk_task_telemetry.signals.span_processors import OpenSpanProcessor
 
 from . import contract_run
@@ -664,3 +665,29 @@ def test_audit_json_example_has_the_real_fields() -> None:
         stuck = {k: v for k, v in orphan["stuck_at"].items() if k != "file"}
         assert {k: v for k, v in example["scenarios"][0]["orphans"][0]["stuck_at"].items()
                 if k != "file"} == stuck
+
+
+def _doc_section(title: str) -> str:
+    """The text under the heading ``title`` of docs/telemetry.md, up to the next heading."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index(f" {title}\n")
+    end = text.find("\n#", start)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def test_every_run_end_rule_states_its_time_to_report() -> None:
+    """Issue 31: docs/telemetry.md says, for every run-end trigger, how long after the
+    caller sees the run end an orphan is reported, and why; the grace of the unwinding
+    rule is stated with the value the code uses, in the rule and in that table."""
+    rows = {}
+    for line in _doc_section("Time to report").splitlines():
+        found = re.match(r"\| `([^`]+)` \|(.*)", line)
+        if found:
+            rows[found[1]] = [c.strip() for c in found[2].strip().strip("|").split(" | ")]
+    triggers = {v for k, v in vars(sc.EndTrigger).items() if k.isupper()}
+    assert set(rows) == triggers, "one row per semconv.EndTrigger value"
+    for trigger, (reported, why) in rows.items():
+        assert reported and why, f"{trigger}: says neither when nor why"
+    grace = f"{UNWIND_GRACE_S:g} s (`UNWIND_GRACE_S`)"
+    assert grace in rows[sc.EndTrigger.RUN_SPAN_END][0]
+    assert grace in _doc_section("When a cut run ends")

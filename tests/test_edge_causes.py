@@ -143,8 +143,8 @@ async def test_a_tool_that_cancels_itself_names_no_cause_and_its_sibling_failed(
     try:
         await _consume(runner)
         b_ran_on = not probe.tasks["call-b"].done()  # ADK 1.x: B outlives its run
-        # The plugin ends a run that a cancellation unwinds once the task driving it is
-        # done, or at its bound (UNWIND_GRACE_S): wait for B's span, a positive signal.
+        # B's span ends when the plugin reports it (an orphan the moment the run
+        # ends: nothing cancelled it) or when B ends: wait for it, a positive signal.
         deadline = asyncio.get_running_loop().time() + 10.0
         while "call-b" not in telemetry.by_call() and \
                 asyncio.get_running_loop().time() < deadline:

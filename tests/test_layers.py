@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lifecycle", ("lifecycle", "lifecycle.flush_worker", "lifecycle.process_exit",
                    "lifecycle.close_flush")),
     ("engine", ("engine.run_index", "engine.run_drivers", "engine.pool_calls",
-                "engine.strict_mode", "engine.trackers", "engine.tracker")),
+                "engine.strict_mode", "engine.trackers", "engine.run_end", "engine.tracker")),
     ("plugin", ("plugin_order", "plugin")),
     ("configure", ("configure.outage", "configure.settings", "configure.bridge",
                    "configure.prometheus", "configure.otlp_exporters", "configure.buffer",

@@ -26,10 +26,12 @@ from .conftest import Telemetry
 from .lifecycle_generator import (
     CallSpec,
     Spec,
+    can_self_cancel,
     generate,
     generate_edge,
     generate_nested_cut,
     generate_overlap,
+    generate_self_cancel,
     run_spec,
 )
 from .lifecycle_oracle import check
@@ -226,6 +228,21 @@ N_EDGE = max(10, N // 5)
 async def test_random_edge_families(seed: int, telemetry: Telemetry,
                                     caplog: pytest.LogCaptureFixture) -> None:
     await _run_and_check(generate_edge(seed), telemetry, caplog)
+
+
+#: The self-cancel family (issue 31): a call that raises CancelledError by itself beside
+#: siblings that work on 10 ms, 300 ms or 2 s after it, with a caller that catches the
+#: error and goes on in the task that drove the run, or one that re-raises it.
+N_SELF_CANCEL = max(10, N // 5)
+
+
+@pytest.mark.skipif(not can_self_cancel(), reason="Python 3.10 has no Task.cancelling(): a "
+                    "tool's own CancelledError cannot be told from a requested one")
+@pytest.mark.parametrize("seed", range(SEED, SEED + N_SELF_CANCEL),
+                         ids=lambda s: f"self_cancel{s}")
+async def test_random_self_cancel_families(seed: int, telemetry: Telemetry,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    await _run_and_check(generate_self_cancel(seed), telemetry, caplog)
 
 
 def _found_here() -> list[Found]:

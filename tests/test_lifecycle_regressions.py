@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -356,3 +357,185 @@ async def test_handed_over_run_orphans_are_the_real_ones(telemetry: Telemetry) -
             assert _orphan_events(spans[call_id]) == [], (
                 f"{call_id} was reported orphaned but ended before its run did")
     _assert_idle(scenario.plugin, telemetry)
+
+
+# --- 4. a tool that cancels itself, its caller catches it (issue 31) ------------------
+
+
+class _SelfCancelThenWork:
+    """The model calls two tools in parallel. A awaits a future that its client library
+    cancels on shutdown, so A raises ``CancelledError`` by itself (nobody cancelled its
+    task: ADK issue 7172's shape); B works 0.5 s and returns. The caller of ``run_async``
+    catches what the run raises (``reraise=False``: a retry loop, a server that maps it
+    to a response) and goes on in the same task, or lets it out of its task."""
+
+    B_WORKS = 0.5
+
+    def __init__(self) -> None:
+        self.probe = Probe()
+        self.seen_end_ns = 0  # when the caller saw the run end (it raised or finished)
+        self.b_running_at_end = False
+        self.saw_end = asyncio.Event()
+        #: Set by the test once it has looked: until then the caller works on.
+        self.work_done = asyncio.Event()
+        probe = self.probe
+
+        async def uses_client(tool_context: ToolContext) -> dict[str, str]:
+            """Awaits a reply that its client library cancels on shutdown."""
+            probe.enter(tool_context)
+            reply: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.01, reply.cancel)  # the library's doing
+            return await reply
+
+        async def works(tool_context: ToolContext) -> dict[str, str]:
+            """Works for B_WORKS, then answers."""
+            probe.enter(tool_context)
+            await asyncio.sleep(self.B_WORKS)
+            return {"status": "done"}
+
+        self.tools = [uses_client, works]
+
+    async def consume(self, runner: Runner, *, reraise: bool) -> None:
+        sid = await _session(runner)
+        try:
+            async with contextlib.aclosing(runner.run_async(
+                    user_id=USER, session_id=sid, new_message=_message())) as agen:
+                async for _ in agen:
+                    pass
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is None or me.cancelling():
+                raise  # this test's own task was cancelled
+            self._saw_end()
+            if reraise:
+                raise
+        else:
+            self._saw_end()
+        # The caller goes on with its work in this same task (the run is over for it).
+        await self.work_done.wait()
+
+    def _saw_end(self) -> None:
+        self.seen_end_ns = time.time_ns()
+        b = self.probe.tasks.get("call-b")
+        self.b_running_at_end = b is not None and not b.done()
+        self.saw_end.set()
+
+
+def _hist_count(telemetry: Telemetry, name: str) -> int:
+    return sum(p.count for p in telemetry.metrics().get(name, []))
+
+
+@pytest.mark.parametrize("reraise", [False, True], ids=["caller_catches", "caller_reraises"])
+async def test_a_sibling_of_a_self_cancelled_tool_that_outlives_its_run_is_an_orphan(
+        reraise: bool, telemetry: Telemetry) -> None:
+    """Issue 31. ADK 1.x's ``gather`` lets A's ``CancelledError`` out of the run and
+    leaves B running: B outlives its run by about 0.45 s, so it is an orphan at the
+    moment the caller saw the run end (its ``orphaned_task`` event dated before B's own
+    end, counted, and its ``orphan_lifetime`` recorded when it ends), however the caller
+    handles the error; nothing cancelled B, so no grace for an unwinding cancellation
+    applies to it. ADK 2.x cancels B because its sibling ended badly: ``cancelled``,
+    ``sibling_failed``. A is never ``ok``. Once B has ended the plugin holds nothing:
+    ``state()`` is back to (0, 0, 0) without another run or a close."""
+    scenario = _SelfCancelThenWork()
+    plugin = telemetry.plugin()
+    model = ScriptedLlm(turns=[[call("uses_client", "call-a"), call("works", "call-b")],
+                               [text("done")]])
+    agent = LlmAgent(name="clerk", model=model, instruction="scripted", tools=scenario.tools)
+    runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
+                    session_service=InMemorySessionService())
+    caller = asyncio.ensure_future(scenario.consume(runner, reraise=reraise))
+    try:
+        # The caller's task goes on after the run unless it re-raised: wait for the
+        # moment it saw the run end, then for B's own end, positive signals both.
+        await asyncio.wait([caller, asyncio.ensure_future(scenario.saw_end.wait())],
+                           timeout=10.0, return_when=asyncio.FIRST_COMPLETED)
+        assert scenario.seen_end_ns, "the caller never saw the run end"
+        b_task = scenario.probe.tasks["call-b"]
+        await asyncio.wait([b_task], timeout=10.0)
+        assert b_task.done()
+        await _settle()
+        b_ended_ns = time.time_ns()
+        # Freed once B ended: no other run, no close needed.
+        assert plugin.state() == TrackerState(0, 0, 0)
+        if not reraise:
+            assert not caller.done(), "the caller goes on in the task that drove the run"
+    finally:
+        scenario.work_done.set()
+        await asyncio.gather(caller, return_exceptions=True)
+        await scenario.probe.cleanup()
+        await runner.close()
+    spans = telemetry.by_call()
+    assert set(spans) == {"call-a", "call-b"}
+    assert _outcome(spans["call-a"]) == "cancelled"  # never ok
+    if scenario.b_running_at_end:  # ADK 1.x: the step's gather left B running
+        assert _outcome(spans["call-b"]) == "orphaned"
+        reports = _orphan_events(spans["call-b"])
+        assert len(reports) == 1
+        # Reported while B still ran (by B's own record of its end), not after.
+        b_truth = [t for t in scenario.probe.records if t.call_id == "call-b"]
+        assert b_truth[0].ended_ns is not None
+        assert reports[0].timestamp <= b_truth[0].ended_ns <= b_ended_ns
+        assert _sum(telemetry, sc.METRIC_ORPHANED) == 1
+        assert _hist_count(telemetry, sc.METRIC_ORPHAN_LIFETIME) == 1
+    else:  # ADK 2.x: ADK cancelled B because A ended badly
+        assert _outcome(spans["call-b"]) == "cancelled"
+        causes = [(e.attributes or {}).get(sc.ADK_TOOL_TASK_CANCEL_CAUSE)
+                  for e in spans["call-b"].events if e.name == sc.EVENT_CANCELLED]
+        assert causes == [sc.CancelCause.SIBLING_FAILED]
+        assert _orphan_events(spans["call-b"]) == []
+        assert _sum(telemetry, sc.METRIC_ORPHANED) == 0
+    _assert_idle(plugin, telemetry)
+
+
+async def test_a_run_whose_caller_swallows_its_cancellation_goes_when_its_last_task_ends(
+        telemetry: Telemetry) -> None:
+    """Issue 31, item 2. The caller's task is cancelled while the step's two tools run,
+    catches the cancellation and goes on in that task. ADK 1.x's ``gather`` returns at
+    the first cancelled child, so the run's span ends while the tool that cleans up for
+    100 ms still unwinds its cancellation: the run waits for it (the grace covers a
+    task with a cancellation in flight), and it ends inside its run, ``cancelled``.
+    Once it has ended nothing is left to wait for: ``state()`` is (0, 0, 0) at that
+    moment, not a grace later or at another run's start or a close."""
+    probe = Probe()
+    quick_to_cancel, slow_to_cancel = _cancel_tools(probe)
+    plugin = telemetry.plugin()
+    model = ScriptedLlm(turns=[[call("quick_to_cancel", "call-quick"),
+                                call("slow_to_cancel", "call-slow")], [text("done")]])
+    agent = LlmAgent(name="clerk", model=model, instruction="scripted",
+                     tools=[quick_to_cancel, slow_to_cancel])
+    runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
+                    session_service=InMemorySessionService())
+    sid = await _session(runner)
+    saw_end, go_on = asyncio.Event(), asyncio.Event()
+
+    async def caller() -> None:
+        try:
+            async with contextlib.aclosing(runner.run_async(
+                    user_id=USER, session_id=sid, new_message=_message())) as agen:
+                async for _ in agen:
+                    pass
+        except asyncio.CancelledError:
+            pass  # swallowed: the caller goes on in this task
+        saw_end.set()
+        await go_on.wait()
+
+    consumer = asyncio.ensure_future(caller())
+    try:
+        await probe.wait_started("call-quick", "call-slow")
+        consumer.cancel()
+        await asyncio.wait_for(saw_end.wait(), 10.0)
+        await probe.wait_finished("call-quick", "call-slow")
+        await _settle()
+        assert not consumer.done(), "the caller goes on in the task that drove the run"
+        assert plugin.state() == TrackerState(0, 0, 0)
+    finally:
+        go_on.set()
+        await asyncio.gather(consumer, return_exceptions=True)
+        await probe.cleanup()
+        await runner.close()
+    spans = telemetry.by_call()
+    assert _outcome(spans["call-quick"]) == "cancelled"
+    # It ended inside its run: cancelled. (Only a loop stalled for most of the 1 s bound
+    # while it slept its 100 ms could let the bound pass first: then it was an orphan.)
+    assert _outcome(spans["call-slow"]) in ("cancelled", "orphaned")
+    _assert_idle(plugin, telemetry)

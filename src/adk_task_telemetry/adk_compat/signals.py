@@ -92,8 +92,21 @@ def cancellation_unwinds_step(error: BaseException | None) -> bool:
     caller's timeout, a cancelled consumer) unwinds the task driving the run. ADK 1.x's
     step ``gather`` returns at its first cancelled child, so the span may end while the
     step's other tool tasks still unwind their own cancellation (an AgentTool's nested
-    run takes a few loop turns): the run is over when that driving task is done."""
+    run takes a few loop turns): the run is over when that driving task is done.
+    Only the tasks with a cancellation in flight (``cancellation_in_flight``) are still
+    unwinding it: a task that nothing cancelled (the sibling of a tool that raised
+    ``CancelledError`` by itself, ADK issue 7172) runs on and is an orphan at once."""
     return isinstance(error, asyncio.CancelledError)
+
+
+def cancellation_in_flight(task: asyncio.Task[Any]) -> bool:
+    """Whether a cancellation was requested of the unfinished ``task`` (its
+    ``Task.cancelling()`` count, Python 3.11 on): when a step's ``gather`` is cancelled
+    it cancels each child, and a child still running is unwinding that cancellation.
+    Python 3.10 cannot tell: there every unfinished task of a step a cancellation
+    unwinds counts as unwinding it (docs/telemetry.md, *When a cut run ends*)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 def caller_closed_run() -> bool:

@@ -7,12 +7,13 @@
                  └──run ended while its task runs──► ORPHANED ──task ended──┘
 
 A record enters OPEN in ``_enter`` (``tool_started`` has it inline) and leaves it
-exactly once, in ``_leave``: it ends (``_end``) or is orphaned (``_orphan``), never
+exactly once, in ``_leave``: it ends (``end_task``) or is orphaned (``orphan``), never
 both, never twice. The counts behind ``started`` and ``active`` and the open total
 change only in those two. A
-run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call, and it ends
-only in ``_end_run``, which applies each trigger's rule as adk_compat states it
-(``kinds_ended_by``, with ``caller_cut_run`` and ``span_end_cut_run`` beside it).
+run is the unit: one ``RunRecord`` per ``run_async``/``run_live`` call. When it ends
+is the run-end rules' (run_end.py: ``RunEnds.end_run``, which applies each trigger's
+rule as adk_compat states it, the unwinding grace, the plugin's close); they move
+records only through this tracker's transitions (``run_end.RunEndOwner``).
 
 Beside it, one concern a module and each looking only down, is what changes no
 state: a task's span and the sampler (task_spans.py), the run index and the context
@@ -58,9 +59,8 @@ from .. import adk_compat as compat
 from .. import observe
 from .. import semconv as sc
 from ..signals import span_processors as run_spans
-from ..signals.ledger_report import report_unanswered, unanswered_calls
 from ..signals.metrics import Metrics
-from ..signals.orphan_report import error_type, report_open_spans, report_orphan
+from ..signals.orphan_report import error_type, report_orphan
 from ..signals.stacks import thread_stack
 from ..signals.task_spans import TaskSpans, read_run_start
 from . import pool_calls as threadwork
@@ -80,6 +80,7 @@ from .records import (
     ToolIdentity,
     TrackerState,
 )
+from .run_end import RunEnds
 from .run_index import RunIndex
 
 logger = logging.getLogger(sc.LOGGER_NAME)
@@ -88,9 +89,7 @@ logger = logging.getLogger(sc.LOGGER_NAME)
 #: the event loop walking every one (each orphan is still reported).
 STACKS_PER_SWEEP = 100
 _FAILURES_LOGGED = 10
-#: At most this long after ADK's run span ended with a cancellation unwinding in the
-#: run's driving task, the run ends even if that task goes on (docs/telemetry.md).
-UNWIND_GRACE_S = 1.0
+
 class RunUnknown(LookupError):
     """A tool call of a run the tracker never saw start (``Tracker.tool_started``)."""
 
@@ -125,7 +124,8 @@ class Tracker:
         # it (strict mode). A finished task ADK keeps holds only the record's shell.
         self._task_var: contextvars.ContextVar[TaskRecord | None] = contextvars.ContextVar(
             f"adk_task_telemetry_task_{id(self):x}", default=None)
-        self._owner_gone_cb = self._owner_gone
+        self.ends = RunEnds(self)
+        self._owner_gone_cb = self.ends.owner_gone
         registry.add(self)
 
     # --- views ----------------------------------------------------------------------
@@ -150,7 +150,7 @@ class Tracker:
         record = self._task_var.get()
         return record if record is not None and record.state == OPEN else None
 
-    def _tell(self, seen: observe.Seen) -> None:
+    def tell(self, seen: observe.Seen) -> None:
         for observer in list(observe.observers):
             try:
                 observer(seen)
@@ -239,182 +239,33 @@ class Tracker:
                     else:
                         del pending[call_id]
 
+    # --- the run-end rules (run_end.py) ------------------------------------------------
+
     def driver_done(self, run: RunRecord, task: asyncio.Task[Any]) -> None:
-        try:
-            if run.watched_ref is not None and run.watched_ref() is task:
-                run.watched_ref = None
-            if task is run.driver and not run.ended:
-                self._end_run(run, run.end_due_trigger if run.span_end_due is not None
-                              else sc.EndTrigger.RUN_TASK_DONE)
-        except Exception:
-            self.failed("run-task end")
+        self.ends.driver_done(run, task)
 
     def run_span_ended(self, run: RunRecord, error: BaseException | None) -> None:
-        """ADK's own run span ended (spans.watch_end), with ``error`` passing through
-        it: the run is over; whether the caller cut it is adk_compat's rule
-        (``span_end_cut_run``).
-
-        Where a cancellation passes through it, in the task driving the run, while a
-        task of the run has not finished (``compat.cancellation_unwinds_step``: a
-        step's ``gather`` may return at its first cancelled child, the others still
-        unwinding), the run is over when that driving task is: its caller sees the
-        run end then. The run ends (trigger ``run_span_end``) at the driving task's
-        end, or after ``UNWIND_GRACE_S`` if the task goes on (a caller that
-        swallowed the cancellation)."""
-        try:
-            run.span_watched = None
-            if run.ended:
-                return
-            run.cut_by_caller = compat.span_end_cut_run(error)
-            if compat.cancellation_unwinds_step(error) and self._end_when_unwound(
-                    run, sc.EndTrigger.RUN_SPAN_END):
-                return
-            self._end_run(run, sc.EndTrigger.RUN_SPAN_END)
-        except Exception:
-            self.failed("run-span end")
-
-    def _end_when_unwound(self, run: RunRecord, trigger: str) -> bool:
-        """The run's end was signalled in the task driving it while a cancellation
-        unwinds that task and a tool task of the run has not finished yet
-        (``compat.cancellation_unwinds_step``; some releases also call after_run from
-        that same unwinding): the run ends, with ``trigger``, when this task is done
-        (its caller sees the run end then), or after ``UNWIND_GRACE_S``.
-        False where that does not apply: end the run now."""
-        here = drivers.current_task()
-        if here is None or not any(r.task is not None and not r.task.done()
-                                   for r in run.tasks.values()):
-            return False
-        # The end comes in the run's generator: this task drives the run now (a
-        # wait_for around each event reads it in a task not seen yet).
-        if here is not run.driver:
-            drivers.drive(run, here, run.driver_is_run)
-        run.end_due_trigger = trigger
-        run.span_end_due = here.get_loop().call_later(UNWIND_GRACE_S, self._span_end_due,
-                                                      run)
-        drivers.watch(run)  # its done-callback ends the run
-        return True
-
-    def _span_end_due(self, run: RunRecord) -> None:
-        try:
-            if not run.ended:
-                self._end_run(run, run.end_due_trigger or sc.EndTrigger.RUN_SPAN_END)
-        except Exception:
-            self.failed("run-span end")
+        self.ends.run_span_ended(run, error)
 
     def run_ended(self, run: RunRecord, trigger: str, cut_by_caller: bool = False, *,
                   unwinding: bool = False) -> None:
-        """ADK said the run ended (after_run, run_error, live teardown);
-        ``cut_by_caller``: because its caller closed it (``compat.caller_closed_run``);
-        ``unwinding``: a cancellation is in flight in ADK's callback
-        (``compat.cancellation_unwinds_step``, read there by the plugin)."""
-        if not run.ended:
-            if cut_by_caller:
-                run.cut_by_caller = True
-                if run.span_end_due is not None:
-                    return  # already waiting for the driving task to finish unwinding
-                if unwinding and self._end_when_unwound(run, trigger):
-                    return
-            self._end_run(run, trigger)
+        self.ends.run_ended(run, trigger, cut_by_caller, unwinding=unwinding)
 
     def closed(self) -> bool:
-        """The plugin is closed: ends the runs that are no longer running, as the
-        ``plugin_close`` rule says (``compat.kinds_ended_by``). Returns whether any
-        run is still in progress."""
-        if self.current() is not None:
-            # Closed from inside one of our tool tasks: a nested AgentTool runner
-            # (some releases close it when its run is over); the runs around it go on.
-            return True
-        busy = False
-        for run in list(self.all_runs()):
-            if run.still_running():
-                busy = True
-            else:
-                self._end_run(run, sc.EndTrigger.PLUGIN_CLOSE)
-        return busy
+        return self.ends.closed()
 
     def shutdown(self) -> int:
-        """The process exits: every run ends now. Returns the number of orphans."""
-        before = len(self._orphans)
-        for run in list(self.all_runs()):
-            self._end_run(run, sc.EndTrigger.SHUTDOWN)
-        return len(self._orphans) - before
+        return self.ends.shutdown()
 
-    def _owner_gone(self, ref: weakref.ref[Any]) -> None:
-        """ADK let go of a run's invocation context and no signal had ended the run
-        (runs that ended drop this reference first, so it does not fire for them)."""
-        try:
-            for run in list(self.all_runs()):
-                if run.owner_ref is ref and not run.tasks:
-                    self._end_run(run, None)
-        except Exception:  # runs from the garbage collector
-            self.failed("run dropped")
-
-    def _end_run(self, run: RunRecord, trigger: str | None) -> None:
-        """The one place a run ends: each open task ends or becomes an orphan. A run
-        ADK dropped (``trigger`` None) had nothing open and reports nothing."""
-        if trigger is not None:
-            kinds = compat.kinds_ended_by(trigger, run.driver_is_run)
-            self._stacks_left = STACKS_PER_SWEEP
-            for record in list(run.tasks.values()):
-                if kinds is None or record.kind in kinds:
-                    self._settle(record, trigger)
-            if kinds is not None and run.tasks:
-                drivers.watch(run)  # the rest goes on with the run (maybe another driver)
-                return
-            if compat.caller_cut_run(trigger):
-                run.cut_by_caller = True
+    def forget_run(self, run: RunRecord) -> None:
+        """The run ended (``RunEnds.end_run``): no lookup finds it any more."""
         self._runs.forget(run)
-        drivers.release(run)
-        if trigger is not None:
-            if run.spawned:
-                spawned, run.spawned = run.spawned, []
-                for task, parent, spawned_ns in strict.left_running(spawned):
-                    self.adopt_spawned(parent, task, spawned_ns, trigger)
-            if run.calls and not run.nested:
-                self._unanswered(run, trigger)
-            report_open_spans(run, trigger)
-        if run.span_watched is not None:
-            run_spans.unwatch_end(run.span_watched)
-            run.span_watched = None
-        if run.span_end_due is not None:
-            run.span_end_due.cancel()
-            run.span_end_due = None
-        run.span = None
-        run.owner_ref = None
-        run.parent_task = None
         self._nested.discard(run)
 
-    def _unanswered(self, run: RunRecord, trigger: str) -> None:
-        """The call ledger, at the end of a run that left calls without a response."""
-        try:
-            found = unanswered_calls(run, trigger)
-            if found:
-                report_unanswered(run, found, self.spans.tracer_for(run), self.metrics)
-                if observe.observers:
-                    for call, _author in found:
-                        self._tell(call)
-        except Exception:
-            self.failed("call ledger")
-        run.calls = None
+    def new_sweep(self) -> None:
+        """A run-end sweep begins: it may capture STACKS_PER_SWEEP stacks again."""
+        self._stacks_left = STACKS_PER_SWEEP
 
-    def _settle(self, record: TaskRecord, trigger: str) -> None:
-        """At its run's end: a task that has ended is ended, one still running is orphaned."""
-        task = record.task
-        if threadwork.working(record):  # its thread still runs the callable: nothing stops it
-            if task is not None and task.done():
-                self._waits_for_work(record, task)
-            self._orphan(record, trigger, task)
-        elif task is None:  # the call runs (ran) in the run's driving task
-            if record.error is not None or record.returned:
-                self._end_returned(record)
-            elif record.run.still_running():
-                self._orphan(record, trigger, record.run.driver)
-            else:
-                self._end(record, sc.Outcome.CANCELLED)
-        elif task.done():  # its done-callback has not run yet
-            self._end_from_task(record, task)
-        else:
-            self._orphan(record, trigger, task)
 
     # --- tasks ----------------------------------------------------------------------
 
@@ -506,7 +357,7 @@ class Tracker:
         if self.options.track_spawned_tasks:
             strict.note_tool_task(task)
         if task.done():
-            self._end_from_task(record, task)
+            self.end_from_task(record, task)
             return
         task.add_done_callback(record)
 
@@ -519,7 +370,7 @@ class Tracker:
         if result:
             record.extra = {**(record.extra or {}), **result}
         if record.task is None:
-            self._end_returned(record)
+            self.end_returned(record)
 
     def raised(self, record: TaskRecord, error: BaseException) -> None:
         """on_tool_error_callback: the tool raised ``error`` (a real error: the plugin
@@ -529,7 +380,7 @@ class Tracker:
             return
         record.error = error
         if record.task is None:
-            self._end(record, sc.Outcome.ERROR, error)
+            self.end_task(record, sc.Outcome.ERROR, error)
 
     def _stop_requested(self, run: RunRecord, tool_name: str) -> None:
         """A live ``stop_streaming`` call asks to stop ``tool_name``: that is why its
@@ -543,38 +394,38 @@ class Tracker:
         try:
             if record.state == OPEN:
                 if task is record.task:
-                    if record.work is not None and self._waits_for_work(record, task):
+                    if record.work is not None and self.waits_for_work(record, task):
                         return  # its thread still runs the callable
                     if record.error is None and not task.cancelled() and task.exception() is None:
-                        self._end(record, sc.Outcome.OK)
+                        self.end_task(record, sc.Outcome.OK)
                     else:
-                        self._end_from_task(record, task)
+                        self.end_from_task(record, task)
             elif record.state == ORPHANED and not threadwork.working(record):
                 self._orphan_ended(record, task)
         except Exception:
             self.failed("tool-task end")
 
-    def _end_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
+    def end_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         if task.cancelled():
-            self._end(record, sc.Outcome.CANCELLED, self_cancelled=_cancelled_itself(task))
+            self.end_task(record, sc.Outcome.CANCELLED, self_cancelled=_cancelled_itself(task))
             return
         exc = task.exception()
         if exc is not None:
-            self._end(record, sc.Outcome.ERROR, exc)
+            self.end_task(record, sc.Outcome.ERROR, exc)
         elif record.error is None:
-            self._end(record, sc.Outcome.OK)
+            self.end_task(record, sc.Outcome.OK)
         else:
-            self._end_returned(record)
+            self.end_returned(record)
 
-    def _end_returned(self, record: TaskRecord) -> None:
+    def end_returned(self, record: TaskRecord) -> None:
         """The call finished without raising out of its task: ok, or recovered (a
         callback answered for an error), or error (ADK swallowed it, nobody answered)."""
         if record.error is None:
-            self._end(record, sc.Outcome.OK)
+            self.end_task(record, sc.Outcome.OK)
         elif record.returned:
-            self._end(record, sc.Outcome.RECOVERED, record.error)
+            self.end_task(record, sc.Outcome.RECOVERED, record.error)
         else:
-            self._end(record, sc.Outcome.ERROR, record.error)
+            self.end_task(record, sc.Outcome.ERROR, record.error)
 
     # --- thread work (a synchronous callable on ADK's tool thread pool) ----------------
 
@@ -597,13 +448,13 @@ class Tracker:
             if record.work is not work or (task is not None and not task.done()):
                 return  # another callable's, or its task's own end follows
             if record.state == OPEN and task is not None:
-                self._end_from_task(record, task)
+                self.end_from_task(record, task)
             elif record.state == ORPHANED:
                 self._orphan_ended(record, task)
         except Exception:
             self.failed("thread work end")
 
-    def _waits_for_work(self, record: TaskRecord, task: asyncio.Task[Any]) -> bool:
+    def waits_for_work(self, record: TaskRecord, task: asyncio.Task[Any]) -> bool:
         """``task`` has ended: whether its thread work still runs (the record waits).
         A cancelled task's ``cancelled`` event is told now, when it happened (the span
         is made for it now)."""
@@ -636,8 +487,8 @@ class Tracker:
             drivers.watch(run)
         return True
 
-    def _end(self, record: TaskRecord, outcome: str, error: BaseException | None = None,
-             *, self_cancelled: bool = False) -> None:
+    def end_task(self, record: TaskRecord, outcome: str, error: BaseException | None = None,
+                 *, self_cancelled: bool = False) -> None:
         """OPEN -> ENDED, inside its run: the span ends with its outcome.
 
         ``self_cancelled``: the task raised CancelledError by itself (nothing called its
@@ -684,10 +535,14 @@ class Tracker:
         if not self.options.track_spawned_tasks:
             record.span = None
         if observe.observers:
-            self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
+            self.tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, outcome, cause, etype))
+        if run.span_end_due is not None and not run.tasks:
+            # The last task a deferred end waited for has ended: nothing is left to
+            # wait for, the run's state goes now (not at the bound, nor at a close).
+            self.ends.end_run(run, run.end_due_trigger or sc.EndTrigger.RUN_SPAN_END)
 
-    def _orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
+    def orphan(self, record: TaskRecord, trigger: str, task: asyncio.Task[Any] | None) -> None:
         """OPEN -> ORPHANED: its run ended while ``task`` still runs."""
         if not self._leave(record, ORPHANED):
             return
@@ -705,7 +560,7 @@ class Tracker:
                               stack=None if work is None else
                               thread_stack(work) if with_stack else "")
         if observe.observers:
-            self._tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
+            self.tell(TaskSeen(run.invocation_id, run.app_name, record.call_id,
                                 record.tool_name, record.kind, sc.Outcome.ORPHANED,
                                 record.cancel_cause if record.waiting_for_work else None,
                                 trigger=trigger, stacktrace=stack))
@@ -717,7 +572,7 @@ class Tracker:
         on when it is orphaned end with it (same trigger): they belong to the run that
         left it behind, and their tasks still running are its orphans too."""
         for run in [r for r in self._nested if r.parent_task is record and not r.ended]:
-            self._end_run(run, trigger)
+            self.ends.end_run(run, trigger)
 
     def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
                       trigger: str) -> None:
@@ -730,7 +585,7 @@ class Tracker:
                             trace.set_span_in_context(parent_span), spawned_ns)
         record.extra = {sc.ADK_TOOL_TASK_SPAWNED: True}  # type: ignore[dict-item]
         self._enter(record)
-        self._orphan(record, trigger, task)
+        self.orphan(record, trigger, task)
 
     def _watch_orphan(self, record: TaskRecord, task: asyncio.Task[Any] | None) -> None:
         """Keeps the orphan until ``task`` ends (its done-callback is the record), and
