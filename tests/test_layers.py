@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # reporters: they read records and write telemetry; they never call the engine
     ("observe", "calls", "orphans", "strict", "pool_metrics"),
     # the engine's parts that change no state: spans, run index, drivers, threads, exit
-    ("task_spans", "runindex", "drivers", "threadwork", "registry"),
+    ("task_spans", "runindex", "drivers", "threadwork", "registry", "stuck", "debug_endpoint"),
     # the engine
     ("tracker",),
     # ADK's side of it
@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # applications of it: the scenario library, the CLI and its views, the package face
     ("scenarios.probe", "scenarios.library", "scenarios", "cli.results", "cli.wording",
      "cli.readback", "cli.terminal", "cli.report_html", "cli.audit_json", "cli.harness",
-     "cli.otlp", "cli.commands", "cli.dispatch", "cli.__main__", "cli", "testing", ""),
+     "cli.otlp", "cli.commands", "cli.tasks", "cli.dispatch", "cli.__main__", "cli", "testing", ""),
 )
 _LEVEL = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

@@ -90,7 +90,7 @@ def serve(ports: str, host: str = DEFAULT_HOST) -> tuple[str, int]:
                         bound[0], bound[1], PATH)
             return str(bound[0]), int(bound[1])
         raise DebugPortTaken(
-            f"adk_task_telemetry: the debug endpoint could not listen on {host}:{ports}: "
+            f"the debug endpoint could not listen on {host}:{ports}: "
             f"{'every port of the range is' if len(tried) > 1 else 'the port is'} taken "
             f"(another process, or another worker: give a range such as "
             f"{tried[0]}-{tried[0] + 9} in ADK_TASK_TELEMETRY_DEBUG_PORT)")

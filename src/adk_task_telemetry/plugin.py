@@ -114,7 +114,8 @@ class TaskTelemetryPlugin(BasePlugin):
             try:
                 debug_endpoint.parse_ports(env.debug_port)
             except ValueError as e:  # a bad variable warns and never stops the agent
-                logger.warning("adk_task_telemetry: %s; no debug endpoint", e)
+                logger.warning("adk_task_telemetry: ADK_TASK_TELEMETRY_DEBUG_PORT: %s; no "
+                               "debug endpoint", e)
         debug_port = env.debug_port if debug_port is None else str(debug_port)
         debug_host = env.debug_host if debug_host is None else debug_host
         self._options = settings.PluginOptions(
@@ -150,7 +151,7 @@ class TaskTelemetryPlugin(BasePlugin):
             try:
                 debug_endpoint.serve(debug_port, debug_host)
             except OSError as e:  # taken: the agent runs on, without the live view
-                logger.error("%s", e)
+                logger.error("adk_task_telemetry: no debug endpoint: %s", e)
             except ValueError:
                 pass  # a bad variable, warned above
         registry.register_shutdown()

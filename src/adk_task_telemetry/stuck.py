@@ -29,17 +29,28 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 
 from . import semconv as sc
 from . import threadwork
-from .records import OPEN, ORPHANED, TaskRecord
+from .records import OPEN, ORPHANED, TaskRecord, TrackerState
 from .stacks import innermost_user_frame, suspended_stack, thread_stack
 
 if TYPE_CHECKING:
-    from .tracker import Tracker
+    from .task_spans import TaskSpans
+
+
+class Tracker(Protocol):
+    """A tracker as the sweep and the live view see it (tracker.Tracker implements it):
+    what it holds, the records of the tasks running now, and their spans."""
+
+    spans: TaskSpans
+
+    def state(self) -> TrackerState: ...
+
+    def open_records(self) -> list[TaskRecord]: ...
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 

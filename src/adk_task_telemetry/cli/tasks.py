@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -28,7 +27,9 @@ TIMEOUT_S = 5.0
 def _urls(args: argparse.Namespace) -> list[str]:
     if args.url:
         return list(args.url)
-    spec = args.port or os.environ.get("ADK_TASK_TELEMETRY_DEBUG_PORT")
+    from ..configure import settings  # here: --help needs no configure
+
+    spec = args.port or settings.plugin_options().debug_port
     if not spec:
         raise UsageError("no endpoint: give --port PORT|FIRST-LAST or --url, or set "
                          "ADK_TASK_TELEMETRY_DEBUG_PORT as the processes have it")
