@@ -318,3 +318,12 @@ async def test_the_oldest_age_gauge(telemetry: Telemetry) -> None:
     (point,) = [p for p in telemetry.metrics()[sc.METRIC_OLDEST_AGE]
                 if p.attributes[sc.GEN_AI_TOOL_NAME] == "fetch_quote"]
     assert point.value == 0  # nothing runs: 0, not the last age
+
+
+def test_the_demo_shows_a_task_caught_while_it_is_stuck() -> None:
+    """`make demo` runs `demo -s stuck_upstream`: the task's stuck_task events, read back
+    from the exported span, with the line its tool waits on."""
+    text = _cli_text(["demo", "-s", "stuck_upstream", "--color", "never", "-q"])
+    assert "! stuck query_ledger call-ledger (call): caught while it ran" in text
+    assert "in query_ledger" in text
+    assert "await asyncio.sleep(STUCK_UPSTREAM_S)" in text

@@ -59,8 +59,8 @@ MAX_REPORTS = 8
 #: Stacks captured per sweep at most (each stuck task is still reported).
 STACKS_PER_SWEEP = 100
 #: Reports per sweep at most (about 50 us each, 100 us with a stack): 10,000 tasks stuck
-#: at once must not stall the loop for long in
-#: one turn; the rest are due still and go out at the next sweeps.
+#: at once must not stall the loop for long in one turn; the rest are due still and go
+#: out at the next sweeps.
 REPORTS_PER_SWEEP = 250
 #: The sweep's period: a quarter of the threshold, within these bounds (seconds).
 MIN_PERIOD_S = 0.05

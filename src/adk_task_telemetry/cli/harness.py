@@ -151,7 +151,8 @@ async def run_one(name: str, export: Exporting | None = None) -> Result:
         meter_provider = MeterProvider(metric_readers=[reader])
         owned = [meter_provider]
         plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
-                                     meter_provider=meter_provider)
+                                     meter_provider=meter_provider,
+                                     **dict(scenario.plugin_options))
     else:
         tee = export.tee
         plugin = export.plugin
