@@ -140,6 +140,7 @@ async def run_one(name: str, export: Exporting | None = None) -> Result:
 
     from ..plugin import TaskTelemetryPlugin
     from ..scenarios import run_scenario
+    from ..scenarios.library import PLUGIN_OPTIONS
 
     scenario = scenarios()[name]
     exporter = InMemorySpanExporter()
@@ -152,7 +153,7 @@ async def run_one(name: str, export: Exporting | None = None) -> Result:
         owned = [meter_provider]
         plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
                                      meter_provider=meter_provider,
-                                     **dict(scenario.plugin_options))
+                                     **PLUGIN_OPTIONS.get(name, {}))
     else:
         tee = export.tee
         plugin = export.plugin
