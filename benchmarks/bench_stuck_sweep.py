@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_stuck_sweep            # 10 and 10,000 open tasks
     python -m benchmarks.bench_stuck_sweep --record   # also benchmarks/results/stuck_sweep.json
+    python -m benchmarks.bench_stuck_sweep --quick    # 10 and 1,000, few rounds (a smoke run)
 
 A tracker (what one plugin holds, on SDK providers with a no-op exporter) with N tool
 tasks open, each an asyncio task waiting on one event, every one bound to its record as
@@ -111,10 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     quiet_plugin_logger()
     results: dict[str, dict[str, float]] = {}
-    for n in SIZES:
+    sizes = (10, 1000) if args.quick else SIZES
+    if args.quick:
+        args.rounds = 5
+    for n in sizes:
         results[str(n)] = asyncio.run(_measure(n, args.rounds))
         r = results[str(n)]
         print(f"{n:>6} open tasks: sweep (none due) {r['sweep_idle']:8.0f} ns/task, "
