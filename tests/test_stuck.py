@@ -327,3 +327,4 @@ def test_the_demo_shows_a_task_caught_while_it_is_stuck() -> None:
     assert "! stuck query_ledger call-ledger (call): caught while it ran" in text
     assert "in query_ledger" in text
     assert "await asyncio.sleep(STUCK_UPSTREAM_S)" in text
+

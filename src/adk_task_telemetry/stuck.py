@@ -76,9 +76,9 @@ class Watch:
 
 
 _watched: weakref.WeakKeyDictionary[Tracker, Watch] = weakref.WeakKeyDictionary()
-#: The armed timer of each loop.
-_timers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.TimerHandle] = (
-    weakref.WeakKeyDictionary())
+#: The loops whose sweep is armed, weakly: nothing here keeps a closed loop alive (its
+#: pending timer refers to the loop, so it is not kept here either).
+_armed: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 #: Reports made so far of each task still running that was reported (pruned each sweep).
 _reported: dict[TaskRecord, int] = {}
 _sweeps = 0
@@ -112,9 +112,10 @@ def arm() -> None:
     Called once per run; never raises."""
     try:
         loop = asyncio.get_running_loop()
-        if loop in _timers:
+        if loop in _armed:
             return
-        _timers[loop] = loop.call_later(period(), _tick, loop)
+        loop.call_later(period(), _tick, loop)
+        _armed.add(loop)
     except Exception:  # no running loop, or one that cannot be weakly referenced
         return
 
@@ -126,9 +127,9 @@ def _tick(loop: asyncio.AbstractEventLoop) -> None:
         logger.exception("adk_task_telemetry: internal error in the stuck sweep (ignored)")
         busy = True
     if busy and not loop.is_closed():
-        _timers[loop] = loop.call_later(period(), _tick, loop)
+        loop.call_later(period(), _tick, loop)
     else:
-        _timers.pop(loop, None)
+        _armed.discard(loop)
 
 
 def sweep(loop: asyncio.AbstractEventLoop | None = None) -> bool:
