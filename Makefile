@@ -80,6 +80,7 @@ DEMO_ADK ?= 2.12.0
 
 demo: .venv/.installed-$(DEMO_ADK)
 	.venv/bin/adk-task-telemetry demo
+	.venv/bin/adk-task-telemetry demo -s stuck_upstream
 
 # docs/img/demo-report.png: the demo's --html report (google-adk $(DEMO_ADK), the scenarios
 # of docs/cli.md's capture) in headless Chromium. DEMO_CLI= another adk-task-telemetry

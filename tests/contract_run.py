@@ -30,6 +30,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "strict": {"track_spawned_tasks": True, "cancel_orphans": True},
     # adk.tool_task.overflow and its log record.
     "overflow": {"max_open_tasks": 1},
+    # stuck_task events (and stuck tool task: records) on a task that outlives the threshold.
+    "stuck": {"stuck_after": 0.05},
 }
 
 #: (scenario, option set). The audit corpus shows every kind, outcome and cancel
@@ -41,6 +43,7 @@ PLAN: list[tuple[str, str]] = [
     ("unended_span", "capture"),
     ("fire_and_forget", "strict"),
     ("parallel_calls", "overflow"),
+    ("live_stubborn_tool", "stuck"),
 ]
 
 
@@ -52,11 +55,25 @@ async def produce(make_plugin: Callable[..., Any]) -> list[str]:
     notes = []
     for name, key in PLAN:
         run = await run_scenario(name, [plugins[key]])
+        if key == "stuck":
+            await _reported_stuck(plugins[key])
         await run.probe.cleanup()
         if run.error is not None:
             notes.append(f"{name}: {type(run.error).__name__}")
     await asyncio.sleep(0)  # the orphans' done-callbacks (orphan_lifetime)
     return notes
+
+
+async def _reported_stuck(plugin: Any) -> None:
+    """Until the stuck sweep has told the plugin's tasks still running (orphans) once."""
+    from adk_task_telemetry.testing import stuck_sweeps
+
+    after = plugin.options.stuck_after
+    while not all(t.age > after * 1.5 for t in plugin.open_tasks()):
+        await asyncio.sleep(0.01)
+    sweeps = stuck_sweeps()
+    while stuck_sweeps() < sweeps + 2:
+        await asyncio.sleep(0.01)
 
 
 def main() -> None:

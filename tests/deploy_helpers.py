@@ -593,7 +593,8 @@ def contract_names() -> tuple[set[str], set[str]]:
                prom(sc.METRIC_ORPHANED) + "_total", prom(sc.METRIC_ORPHANS_ALIVE),
                prom(sc.METRIC_UNANSWERED) + "_total", prom(sc.METRIC_POOL_BUSY),
                prom(sc.METRIC_OVERFLOW) + "_total", prom(sc.METRIC_EXPORT_DROPPED) + "_total",
-               prom(sc.METRIC_POOL_QUEUED), prom(sc.METRIC_POOL_MAX_WORKERS)}
+               prom(sc.METRIC_POOL_QUEUED), prom(sc.METRIC_POOL_MAX_WORKERS),
+               prom(sc.METRIC_OLDEST_AGE) + "_seconds"}
     for hist in (sc.METRIC_DURATION, sc.METRIC_ORPHAN_LIFETIME):
         metrics |= {prom(hist) + "_seconds" + s for s in ("_bucket", "_sum", "_count")}
     labels = {prom(a) for a in (sc.GEN_AI_TOOL_NAME, sc.GEN_AI_AGENT_NAME,

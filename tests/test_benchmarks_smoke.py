@@ -127,6 +127,7 @@ def test_throughput(quick: dict[str, Any]) -> None:
     ("benchmarks.bench_memory", "bytes per open task"),
     ("benchmarks.bench_server", "tool_task spans received; 0 failed runs"),
     ("benchmarks.bench_export", "CPU per span"),
+    ("benchmarks.bench_stuck_sweep", "open tasks: sweep (none due)"),
 ])
 def test_curve_benchmarks_run(module: str, says: str) -> None:
     """Issue 24's curves, at a smoke size: they run (through a real Runner; the export's

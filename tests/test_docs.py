@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import Histogram, InMemoryMetricReader, Sum
+from opentelemetry.sdk.metrics.export import Gauge, Histogram, InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -338,7 +338,7 @@ def test_attribute_types_are_as_documented(seen: Seen) -> None:
 
 
 _INSTRUMENTS = {"Counter": (Sum, True), "UpDownCounter": (Sum, False),
-                "Histogram": (Histogram, None)}
+                "Histogram": (Histogram, None), "Gauge": (Gauge, None)}
 
 
 def test_metrics_of_real_runs_are_as_documented(seen: Seen) -> None:

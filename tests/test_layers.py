@@ -41,8 +41,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lifecycle", ("lifecycle", "lifecycle.flush_worker", "lifecycle.process_exit",
                    "lifecycle.close_flush")),
     ("engine", ("engine.run_index", "engine.run_drivers", "engine.pool_calls",
-                "engine.strict_mode", "engine.trackers", "engine.run_end", "engine.tracker")),
-    ("plugin", ("plugin_order", "plugin")),
+                "engine.strict_mode", "engine.trackers", "engine.stuck_sweep", "engine.run_end",
+                "engine.tracker")),
+    ("plugin", ("plugin_order", "debug_endpoint", "plugin")),
     ("configure", ("configure.outage", "configure.settings", "configure.bridge",
                    "configure.prometheus", "configure.otlp_exporters", "configure.buffer",
                    "configure.export", "configure.sdk_side", "configure.providers",
@@ -51,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("applications", ("scenarios.probe", "scenarios.tools", "scenarios.runs",
                       "scenarios.library", "scenarios", "cli.results", "cli.wording",
                       "cli.readback", "cli.terminal", "cli.report_html", "cli.audit_json",
-                      "cli.harness", "cli.demo_otlp", "cli.commands", "cli.dispatch",
+                      "cli.harness", "cli.demo_otlp", "cli.commands", "cli.tasks", "cli.dispatch",
                       "cli.__main__", "cli", "testing", "")),
 )
 _LEVEL = {m: i for i, (_, layer) in enumerate(LAYERS) for m in layer}

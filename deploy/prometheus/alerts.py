@@ -92,32 +92,15 @@ sum by ({BY}) (adk:tool_task_ended:rate5m)
 """,
     },
     {
-        "comment": "Mean time a (non-streaming) tool task spends in flight over the last 15m, "
-                   "by\nLittle's law: average tasks in flight / task start rate. +Inf when "
-                   "tasks are\nin flight and none started for 15m; no value (NaN) when nothing "
-                   "is in flight.\nStreaming tools legitimately run for a whole live session: "
-                   "left out.",
-        "record": "adk:tool_task_in_flight_seconds:avg15m",
+        "comment": "The usual duration of a non-streaming tool task: the 99th percentile "
+                   "over the\nlast day (AdkToolTaskStuck compares the oldest task's age "
+                   "with it).",
+        "record": "adk:tool_task_duration_seconds:p99_1d",
         "expr": f"""\
-sum by ({BY}) (
-  avg_over_time(adk_tool_task_active{{adk_tool_task_kind!="streaming"}}[15m])
-)
-/
-sum by ({BY}) (
-  rate(adk_tool_task_started_total{{adk_tool_task_kind!="streaming"}}[15m])
-)
-""",
-    },
-    {
-        "comment": "The usual (mean) duration of a non-streaming tool task over the last day.",
-        "record": "adk:tool_task_duration_seconds:mean1d",
-        "expr": f"""\
-sum by ({BY}) (
-  rate(adk_tool_task_duration_seconds_sum{{adk_tool_task_kind!="streaming"}}[1d])
-)
-/
-sum by ({BY}) (
-  rate(adk_tool_task_duration_seconds_count{{adk_tool_task_kind!="streaming"}}[1d])
+histogram_quantile(0.99,
+  sum by ({BY}, le) (
+    rate(adk_tool_task_duration_seconds_bucket{{adk_tool_task_kind!="streaming"}}[1d])
+  )
 )
 """,
     },
@@ -181,29 +164,35 @@ sum by ({BY}) (adk:tool_task_ended:rate5m) * 300 >= 10
                        "10 minutes.",
     },
     {
-        "comment": "Tasks in flight far longer than usual: the mean time in flight (15m) "
-                   "above\nten times the tool's usual duration (1d), and at least 5 minutes; "
-                   "5 minutes\nwhen the tool has no finished task to compare with.",
+        "comment": "A task running far longer than usual, read directly: the oldest "
+                   "running task's\nage (adk.tool_task.oldest_age, orphans included) above "
+                   "three times the tool's\np99 duration over a day, and at least 5 "
+                   "minutes; 5 minutes when the tool has\nno finished task to compare "
+                   "with. Streaming tools run for a whole live session:\nleft out.",
         "alert": "AdkToolTaskStuck",
         "expr": f"""\
-adk:tool_task_in_flight_seconds:avg15m
+max by ({BY}) (
+  adk_tool_task_oldest_age_seconds{{adk_tool_task_kind!="streaming"}}
+)
   > on ({BY})
 (
-    clamp_min(10 * (adk:tool_task_duration_seconds:mean1d > 0), 300)
+    clamp_min(3 * (adk:tool_task_duration_seconds:p99_1d >= 0), 300)
   or on ({BY})
-    count by ({BY}) (
-      adk:tool_task_in_flight_seconds:avg15m
+    max by ({BY}) (
+      adk_tool_task_oldest_age_seconds{{adk_tool_task_kind!="streaming"}}
     ) * 0 + 300
 )
 """,
-        "for": "15m",
+        "for": "5m",
         "labels": {"severity": "warning"},
         "summary": "ADK tool tasks stuck: {{ $labels.gen_ai_tool_name }} "
                    "({{ $labels.gen_ai_agent_name }})",
-        "description": "Tool tasks of {{ $labels.gen_ai_tool_name }} (agent "
+        "description": "A tool task of {{ $labels.gen_ai_tool_name }} (agent "
                        "{{ $labels.gen_ai_agent_name }}, app {{ $labels.adk_app_name }}, job "
-                       "{{ $labels.job }}) have been in flight far longer than usual for 15 "
-                       "minutes (over ten times their usual duration, and over 5 minutes).",
+                       "{{ $labels.job }}) has been running for {{ $value | humanizeDuration }}"
+                       ", far longer than usual (over three times the tool's p99 duration, "
+                       "and over 5 minutes). Its stuck tool task log record and the live "
+                       "view (adk-task-telemetry tasks) give the line it waits on.",
     },
 ]
 
@@ -355,8 +344,9 @@ FIRES_WHEN = {
     "AdkToolTaskOrphansAlive": "orphans still running for 15 min",
     "AdkToolTaskErrorRateHigh": "> 10% of a tool's tasks end in error for 10 min (>= 10 "
                                 "tasks / 5 min)",
-    "AdkToolTaskStuck": "non-streaming tasks in flight > 10x their usual duration (and > 5 "
-                        "min) for 15 min",
+    "AdkToolTaskStuck": "the oldest non-streaming task still running "
+                        "(`adk_tool_task_oldest_age_seconds`) older than 3x its tool's p99 "
+                        "duration over a day (and > 5 min) for 5 min",
     "AdkToolCallUnanswered": "any new function call left without a response at its run's "
                              "end, in 10 min",
     "AdkTelemetryExportDropped": "agents dropped spans, metric exports or log records they "

@@ -21,8 +21,9 @@ from opentelemetry import metrics, trace
 from typing_extensions import override  # ADK's own plugins use it; ADK requires it
 
 from . import adk_compat as compat
-from . import plugin_order
+from . import debug_endpoint, plugin_order
 from . import semconv as sc
+from .engine import stuck_sweep as stuck
 from .engine import trackers as registry
 from .engine.records import (
     OpenTask,
@@ -77,6 +78,12 @@ class TaskTelemetryPlugin(BasePlugin):
       max_argument_length: characters kept of a captured argument or result.
       max_open_tasks: records kept at most; further tool tasks are counted in
         ``adk.tool_task.overflow`` and not tracked.
+      stuck_after: seconds after which a tool task still running is reported stuck
+        (a WARNING log record and a ``stuck_task`` span event with where it waits),
+        again at twice, four times ... that age; 0 turns it off (default 120).
+      debug_port: the live view's HTTP endpoint (``adk-task-telemetry tasks``): a
+        port, ``"0"`` or a range ``"8790-8799"``; None: off (default).
+      debug_host: the address it listens on (default ``127.0.0.1``, loopback).
 
     An option left out (None) is read from its ``ADK_TASK_TELEMETRY_*`` variable
     (docs/configuration.md), so that a zero-code user reaches it too; an argument wins.
@@ -94,6 +101,9 @@ class TaskTelemetryPlugin(BasePlugin):
         redact: Redactor = default_redactor,
         max_argument_length: int | None = None,
         max_open_tasks: int | None = None,
+        stuck_after: float | None = None,
+        debug_port: int | str | None = None,
+        debug_host: str | None = None,
     ) -> None:
         super().__init__(name=name)
         env = plugin_options()
@@ -105,12 +115,25 @@ class TaskTelemetryPlugin(BasePlugin):
         max_argument_length = (env.max_argument_length if max_argument_length is None
                                else max_argument_length)
         max_open_tasks = env.max_open_tasks if max_open_tasks is None else max_open_tasks
+        stuck_after = env.stuck_after if stuck_after is None else float(stuck_after)
+        if debug_port is not None:
+            debug_endpoint.parse_ports(str(debug_port))  # a bad argument is the caller's error
+        elif env.debug_port is not None:
+            try:
+                debug_endpoint.parse_ports(env.debug_port)
+            except ValueError as e:  # a bad variable warns and never stops the agent
+                logger.warning("adk_task_telemetry: ADK_TASK_TELEMETRY_DEBUG_PORT: %s; no "
+                               "debug endpoint", e)
+        debug_port = env.debug_port if debug_port is None else str(debug_port)
+        debug_host = env.debug_host if debug_host is None else debug_host
         self._options = PluginOptions(
             capture_arguments=capture_arguments, max_argument_length=max_argument_length,
             cancel_orphans=cancel_orphans, track_spawned_tasks=track_spawned_tasks,
-            max_open_tasks=max_open_tasks)
-        if max_open_tasks < 1 or max_argument_length < 0:
-            raise ValueError("max_open_tasks must be >= 1 and max_argument_length >= 0")
+            max_open_tasks=max_open_tasks, stuck_after=stuck_after, debug_port=debug_port,
+            debug_host=debug_host)
+        if max_open_tasks < 1 or max_argument_length < 0 or not stuck_after >= 0:
+            raise ValueError("max_open_tasks must be >= 1, max_argument_length >= 0 and "
+                             "stuck_after >= 0")
         # configure_telemetry() beside a MeterProvider it could not add a reader to
         # gives the plugin one of its own (process_exit.py): use it unless told otherwise.
         meter_provider = meter_provider or _exit.plugin_meter_provider()
@@ -131,6 +154,14 @@ class TaskTelemetryPlugin(BasePlugin):
         compat.add_live_teardown_listener(self)
         compat.add_thread_work_listener(self)
         self._hooked = True
+        stuck.watch(self._tracker, stuck_after, capture_arguments)
+        if debug_port is not None:
+            try:
+                debug_endpoint.serve(debug_port, debug_host)
+            except OSError as e:  # taken: the agent runs on, without the live view
+                logger.error("adk_task_telemetry: no debug endpoint: %s", e)
+            except ValueError:
+                pass  # a bad variable, warned above
         registry.register_shutdown()
         _exit.plugin_built(self)
 
@@ -168,6 +199,7 @@ class TaskTelemetryPlugin(BasePlugin):
             self._tracker.run_started(RunStart(
                 str(ctx.invocation_id), _app_name(ctx), compat.session_id_of(ctx), ctx,
                 trace.get_current_span(), task, compat.is_adk_task(task)))
+            stuck.arm()  # the loop's stuck sweep (once per loop while runs go on)
             plugin_order.take_first_place(self, ctx)
         except Exception:
             self._tracker.failed("before_run_callback")

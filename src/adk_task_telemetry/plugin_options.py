@@ -54,11 +54,15 @@ class PluginOptions:
     cancel_orphans: bool = False
     track_spawned_tasks: bool = False
     max_open_tasks: int = 10_000
+    stuck_after: float = 120.0
+    debug_port: str | None = None
+    debug_host: str = "127.0.0.1"
 
 
 def plugin_options(environ: Mapping[str, str] | None = None) -> PluginOptions:
     """ADK_TASK_TELEMETRY_{CAPTURE_ARGUMENTS,MAX_ARGUMENT_LENGTH,CANCEL_ORPHANS,
-    TRACK_SPAWNED_TASKS,MAX_OPEN_TASKS}; an argument given to the plugin wins over them."""
+    TRACK_SPAWNED_TASKS,MAX_OPEN_TASKS,STUCK_AFTER,DEBUG_PORT,DEBUG_HOST}; an argument
+    given to the plugin wins over them."""
     env = os.environ if environ is None else environ
     d = PluginOptions()
 
@@ -91,4 +95,24 @@ def plugin_options(environ: Mapping[str, str] | None = None) -> PluginOptions:
                                  d.track_spawned_tasks),
         max_open_tasks=positive_int(env, v.ADK_TASK_TELEMETRY_MAX_OPEN_TASKS,
                                      d.max_open_tasks),
+        stuck_after=seconds(env, v.ADK_TASK_TELEMETRY_STUCK_AFTER, d.stuck_after),
+        debug_port=_get(env, v.ADK_TASK_TELEMETRY_DEBUG_PORT),
+        debug_host=_get(env, v.ADK_TASK_TELEMETRY_DEBUG_HOST) or d.debug_host,
     )
+
+
+def seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """The variable ``name`` as a number of seconds >= 0 (0: off), or ``default`` when it
+    is unset; a bad value (negative, infinite, not a number) warns and gives ``default``."""
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        logger.warning("adk_task_telemetry: %s=%r is not a number of seconds >= 0; using %g",
+                       name, raw, default)
+        return default
+    return value

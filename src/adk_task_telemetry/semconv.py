@@ -113,6 +113,24 @@ class EndTrigger:
     RUN_SPAN_END: Final = "run_span_end"
 
 
+# Not in the first contract (issue 33): a tool task seen running too long while it still
+# runs. The ``stuck_task`` event on its span and the WARNING log record carry the age,
+# ``code.stacktrace`` (where it waits now), which report of it this is (1, 2, ... at
+# ages stuck_after x 1, 2, 4, ...) and its state; the live view (debug endpoint) gives
+# the same state.
+EVENT_STUCK_TASK: Final = "stuck_task"
+ADK_TOOL_TASK_STUCK_REPORT: Final = "adk.tool_task.stuck.report"
+ADK_TOOL_TASK_STATE: Final = "adk.tool_task.state"
+
+
+class TaskState:
+    """What a tool task still running is doing now (stuck records, the live view)."""
+
+    RUNNING: Final = "running"
+    CANCEL_REQUESTED: Final = "cancel_requested"  # cancel() was called; it has not ended
+    ORPHANED: Final = "orphaned"  # its run ended while it runs
+
+
 # Metric instruments: (name, unit, description).
 METRIC_STARTED: Final = "adk.tool_task.started"
 METRIC_ACTIVE: Final = "adk.tool_task.active"
@@ -125,6 +143,10 @@ METRIC_OVERFLOW: Final = "adk.tool_task.overflow"
 # Not in the first contract: function calls without a function response at run end.
 METRIC_UNANSWERED: Final = "adk.tool_call.unanswered"
 UNIT_CALL: Final = "{call}"
+# Not in the first contract (issue 33): an observable gauge, the age in seconds of the
+# oldest tool task still running (in its run or orphaned) per series, 0 when none runs;
+# read at collection, so a task costs nothing for it.
+METRIC_OLDEST_AGE: Final = "adk.tool_task.oldest_age"
 
 # Not in the first contract: telemetry the export could not deliver and dropped
 # (configure_telemetry()'s pipeline), by signal and reason; recorded into that

@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from . import adk_compat as _compat
+from .engine import stuck_sweep as _stuck
 from .engine.records import RunRecord, RunStart, TaskRecord, ToolIdentity
 from .engine.tracker import Options, Tracker
 from .scenarios import RUN_TAG as RUN_TAG
@@ -167,3 +168,15 @@ def close_metrics_every(seconds: float) -> Iterator[None]:
         yield
     finally:
         close_flush.CLOSE_METRICS_EVERY_S = before
+
+
+def stuck_sweeps() -> int:
+    """Stuck sweeps done so far in this process: the positive signal a test waits for
+    (a sweep after the one it waits on has seen every task as it is now)."""
+    return _stuck.sweeps()
+
+
+def sweep_stuck() -> None:
+    """One stuck sweep of every loop's watched tasks now, as the loop's timer would do
+    (reports those due; a task that ended is never told)."""
+    _stuck.sweep()

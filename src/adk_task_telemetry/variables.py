@@ -120,6 +120,14 @@ ADK_TASK_TELEMETRY_TRACK_SPAWNED_TASKS: Final = "ADK_TASK_TELEMETRY_TRACK_SPAWNE
 """``true``: strict mode, tasks a tool body spawned are reported too (default ``false``)."""
 ADK_TASK_TELEMETRY_MAX_OPEN_TASKS: Final = "ADK_TASK_TELEMETRY_MAX_OPEN_TASKS"
 """Tool-task records held at most; further tasks are counted as overflow (default 10,000)."""
+ADK_TASK_TELEMETRY_STUCK_AFTER: Final = "ADK_TASK_TELEMETRY_STUCK_AFTER"
+"""Seconds after which a tool task still running is reported stuck (a WARNING record and a
+``stuck_task`` event), again at 2x, 4x, ... that age (default 120; 0 turns it off)."""
+ADK_TASK_TELEMETRY_DEBUG_PORT: Final = "ADK_TASK_TELEMETRY_DEBUG_PORT"
+"""The live view's HTTP debug endpoint: a port, ``0`` (any free port, logged) or a range
+``8790-8799`` (each process takes the first free one); unset: no endpoint (default)."""
+ADK_TASK_TELEMETRY_DEBUG_HOST: Final = "ADK_TASK_TELEMETRY_DEBUG_HOST"
+"""The address the debug endpoint listens on (default ``127.0.0.1``, loopback only)."""
 
 
 # --- cli ---

@@ -11,8 +11,9 @@ and the rules of deploy/prometheus/rules/, Alertmanager deploy/alertmanager/aler
 with its webhooks pointed at a receiver of the test's own on loopback.
 
 Time is scaled, every ratio kept. The rules wait 10 and 15 minutes (``for:``) over
-windows of 5, 10, 15 minutes and a day; as committed, AdkToolTaskStuck needs a call in
-flight for over 16 minutes before it fires. So the test runs in a world where time goes
+windows of 5, 10, 15 minutes and a day; as committed, AdkToolTaskStuck needs a call
+running for over 10 minutes before it fires (its oldest-age gauge past the 5-minute
+floor, for 5 minutes). So the test runs in a world where time goes
 ``ALERT_TIME_SCALE`` (15) times faster, on Prometheus' side only: every duration in the
 rules (range selectors, offsets, ``for:``) and the three numbers of the rules that are
 seconds (the 300 s of the 5-minute window in AdkToolTaskErrorRateHigh and of the 5-minute

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from .. import adk_compat as compat
 from ..version import __version__
-from . import commands, harness
+from . import commands, harness, tasks
 from .audit_json import SCHEMA
 from .results import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, UsageError
 
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"{PROG} {__version__} (google-adk "
                                 f"{compat.ADK_VERSION_STRING})")
-    sub = parser.add_subparsers(dest="command", metavar="{demo,audit,version}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,audit,tasks,version}")
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-s", "--scenario", action="append", metavar="NAME",
@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true",
                        help="print one JSON document on stdout instead of the table")
     audit.set_defaults(func=commands.cmd_audit)
+
+    tasks.add_parser(sub, fmt)
 
     version = sub.add_parser(
         "version", formatter_class=fmt,

@@ -140,6 +140,7 @@ async def run_one(name: str, export: Exporting | None = None) -> Result:
 
     from ..plugin import TaskTelemetryPlugin
     from ..scenarios import run_scenario
+    from ..scenarios.library import PLUGIN_OPTIONS
 
     scenario = scenarios()[name]
     exporter = InMemorySpanExporter()
@@ -151,7 +152,8 @@ async def run_one(name: str, export: Exporting | None = None) -> Result:
         meter_provider = MeterProvider(metric_readers=[reader])
         owned = [meter_provider]
         plugin = TaskTelemetryPlugin(tracer_provider=tracer_provider,
-                                     meter_provider=meter_provider)
+                                     meter_provider=meter_provider,
+                                     **PLUGIN_OPTIONS.get(name, {}))
     else:
         tee = export.tee
         plugin = export.plugin

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import semconv as sc
-from .results import ENDED_OUTCOMES, Orphan, Result, Task, Unanswered
+from .results import ENDED_OUTCOMES, Orphan, Result, Stuck, Task, Unanswered
 
 #: (started, ended per outcome, orphaned, orphans alive)
 Totals = tuple[int, dict[str, int], int, int]
@@ -68,6 +68,14 @@ def tasks_from_spans(spans: Sequence[Any], pending: set[str], probed: set[str]) 
             elif e.name == sc.EVENT_CANCELLED:
                 cause = ea.get(sc.ADK_TOOL_TASK_CANCEL_CAUSE)
                 task.cancel_cause = str(cause) if cause else None
+            elif e.name == sc.EVENT_STUCK_TASK:
+                age = ea.get(sc.ADK_TOOL_TASK_AGE, 0.0)
+                report = ea.get(sc.ADK_TOOL_TASK_STUCK_REPORT, 0)
+                task.stuck.append(Stuck(
+                    report=int(report) if isinstance(report, int) else 0,
+                    age_s=float(age) if isinstance(age, (int, float)) else 0.0,
+                    state=str(ea.get(sc.ADK_TOOL_TASK_STATE, "")),
+                    stacktrace=str(ea.get(sc.CODE_STACKTRACE, ""))))
             elif e.name == sc.EVENT_ORPHANED_TASK:
                 age = ea.get(sc.ADK_TOOL_TASK_AGE, 0.0)
                 task.orphan = Orphan(

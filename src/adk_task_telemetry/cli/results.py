@@ -19,7 +19,8 @@ from ..signals.stacks import Frame, innermost_user_frame
 
 __all__ = [
     "ENDED_OUTCOMES", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_ORPHANED",
-    "EXIT_USAGE", "PROG", "TABLE_COLUMNS", "Install", "Orphan", "Result", "Task", "Unanswered",
+    "EXIT_USAGE", "PROG", "TABLE_COLUMNS", "Install", "Orphan", "Result", "Stuck", "Task",
+    "Unanswered",
     "UsageError", "exit_code", "overall_verdict",
 ]
 
@@ -63,6 +64,21 @@ class Orphan:
 
 
 @dataclass
+class Stuck:
+    """One ``stuck_task`` event: the task was found running too long, while it ran."""
+
+    report: int
+    age_s: float
+    state: str
+    stacktrace: str
+
+    @property
+    def stuck_at(self) -> Frame | None:
+        """The innermost frame of the application's code where it waited then."""
+        return innermost_user_frame(self.stacktrace)
+
+
+@dataclass
 class Task:
     """One ``tool_task`` span, as the timelines need it."""
 
@@ -76,6 +92,7 @@ class Task:
     error_type: str | None = None
     cancel_cause: str | None = None
     orphan: Orphan | None = None
+    stuck: list[Stuck] = field(default_factory=list)
 
     @property
     def drawn_end_ns(self) -> int:

@@ -162,6 +162,17 @@ def timeline(result: Result, style: Style, width: int = 100) -> str:
         out.append(label + _pad(bar, bar_w, bar_visible) + " " + style.paint(role, note))
 
     for t in tasks:
+        if t.stuck:
+            first = t.stuck[0]
+            mark = style.paint(sc.Outcome.CANCELLED, "! stuck")
+            ages = ", ".join(fmt_duration(s.age_s) for s in t.stuck)
+            out.append(f"  {mark} {t.tool} {t.call_id} ({t.kind}): caught while it ran, "
+                       f"at {ages} old ({first.state})")
+            frame = first.stuck_at
+            if frame is not None:
+                out.append(f"      waits at {frame.where()}")
+                if frame.code:
+                    out.append(f"          {style.paint('dim', frame.code)}")
         if t.orphan is None:
             continue
         o = t.orphan

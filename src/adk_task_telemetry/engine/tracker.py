@@ -126,6 +126,7 @@ class Tracker:
             f"adk_task_telemetry_task_{id(self):x}", default=None)
         self.ends = RunEnds(self)
         self._owner_gone_cb = self.ends.owner_gone
+        self.metrics.running = self.open_records  # oldest_age, read at collection
         registry.add(self)
 
     # --- views ----------------------------------------------------------------------
@@ -140,6 +141,14 @@ class Tracker:
                for run in self.all_runs() for r in list(run.tasks.values())]
         out.extend(OpenTask(r.run.invocation_id, r.call_id, r.tool_name, r.kind,
                             (now - r.start_ns) / 1e9, True) for r in list(self._orphans))
+        return out
+
+    def open_records(self) -> list[TaskRecord]:
+        """The records of every task running now, OPEN then ORPHANED: read (never
+        written) by the metrics' collection, the stuck sweep and the live view; safe
+        from another thread (each list is copied in one step)."""
+        out = [r for run in self.all_runs() for r in list(run.tasks.values())]
+        out.extend(list(self._orphans))
         return out
 
     def state(self) -> TrackerState:

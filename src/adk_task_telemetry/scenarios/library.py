@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.adk.agents import LlmAgent
@@ -435,3 +435,37 @@ async def run_concurrent_mixed(plugins: Sequence[BasePlugin], *, runs: int, call
 
 __all__ = ["SCENARIOS", "Harness", "Probe", "Scenario", "ScenarioRun", "run_concurrent_mixed",
            "run_parallel_calls", "run_scenario", "scenario_tools", "scripted_agent"]
+
+
+# --- stuck_upstream (issue 33): a call caught stuck while it runs ----------------------
+# Kept at the end of the module: the captured outputs in the docs name lines above.
+
+#: How late stuck_upstream's upstream answers, and the threshold the CLI's plugin takes
+#: for it: stuck records at 0.3, 0.6 and 1.2 s while the call waits, then it returns.
+STUCK_UPSTREAM_S = 1.5
+STUCK_AFTER_DEMO_S = 0.3
+#: Plugin options the CLI's plugin takes per scenario (the others: the defaults).
+PLUGIN_OPTIONS: dict[str, dict[str, Any]] = {
+    "stuck_upstream": {"stuck_after": STUCK_AFTER_DEMO_S}}
+
+
+def _ledger_tool(probe: Probe) -> Callable[..., Any]:
+    async def query_ledger(account: str, tool_context: ToolContext) -> dict[str, str]:
+        """Queries a ledger service that answers late (the tool sets no timeout)."""
+        probe.enter(tool_context)
+        await asyncio.sleep(STUCK_UPSTREAM_S)  # the upstream answers late
+        return {"account": account, "balance": "42"}
+
+    return query_ledger
+
+
+async def _stuck_upstream(h: Harness) -> None:
+    agent = scripted_agent("bookkeeper", [[call("query_ledger", "call-ledger",
+                                                account="ACME-7")]], [_ledger_tool(h.probe)])
+    await h.run_async(agent)
+
+
+SCENARIOS["stuck_upstream"] = Scenario(
+    "stuck_upstream", f"a tool whose upstream answers after {STUCK_UPSTREAM_S:g} s: caught "
+    f"stuck while it runs (stuck_after {STUCK_AFTER_DEMO_S:g} s)", "async", _stuck_upstream,
+    audit=False)

@@ -10,9 +10,10 @@ either. Both are observed once per Meter for every plugin on it.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -22,6 +23,9 @@ from opentelemetry.trace import Span
 from .. import semconv as sc
 from ..engine.records import Series, ToolIdentity
 from ..version import __version__
+
+if TYPE_CHECKING:
+    from ..engine.records import TaskRecord
 
 logger = logging.getLogger(sc.LOGGER_NAME)
 
@@ -92,6 +96,9 @@ class Metrics:
             sc.METRIC_UNANSWERED, sc.UNIT_CALL,
             "Function calls with no function response in the session when their run ended.")
         self._unanswered_tools: set[str] = set()
+        #: The records of tasks still running (the tracker's ``open_records``), read at
+        #: collection for ``oldest_age``: a task costs nothing for it.
+        self.running: Callable[[], Iterable[TaskRecord]] | None = None
 
     def series_for(self, identity: ToolIdentity) -> Series:
         """The attribute set of ``identity`` (the caller caches it: once per tool)."""
@@ -130,6 +137,20 @@ class Metrics:
 
     def active_counts(self) -> list[tuple[dict[str, str], int]]:
         return [(s.attrs, s.open) for s in list(self._series.values())]
+
+    def oldest_ages(self) -> list[tuple[dict[str, str], float]]:
+        """Per series, the age in seconds of its oldest task still running (in its run
+        or orphaned), 0 where none runs: a gauge that drops to 0 rather than vanish, so
+        that a store holding a series' last point a while (a Collector's Prometheus
+        exporter) never repeats an old age. One pass over the running records."""
+        now = time.time_ns()
+        oldest = {id(s): (s.attrs, now) for s in list(self._series.values())}
+        if self.running is not None:
+            for record in self.running():
+                found = oldest.get(id(record.series))
+                if found is not None and record.start_ns < found[1]:
+                    oldest[id(record.series)] = (found[0], record.start_ns)
+        return [(attrs, max(now - start, 0) / 1e9) for attrs, start in oldest.values()]
 
     # --- measurements --------------------------------------------------------------
 
@@ -210,12 +231,25 @@ class _Observed:
         meter.create_observable_up_down_counter(
             sc.METRIC_ACTIVE, [self._active], sc.UNIT_TASK,
             "Tool tasks running inside their run.")
+        meter.create_observable_gauge(
+            sc.METRIC_OLDEST_AGE, [self._oldest], sc.UNIT_SECONDS,
+            "Age of the oldest tool task still running (in its run or orphaned); 0 for none.")
 
     def _started(self, _options: Any) -> list[metrics.Observation]:
         return _summed(m.started_counts() for m in list(self.users))
 
     def _active(self, _options: Any) -> list[metrics.Observation]:
         return _summed(m.active_counts() for m in list(self.users))
+
+    def _oldest(self, _options: Any) -> list[metrics.Observation]:
+        oldest: dict[frozenset[tuple[str, str]], tuple[dict[str, str], float]] = {}
+        for m in list(self.users):
+            for attrs, age in m.oldest_ages():
+                key = frozenset(attrs.items())
+                prev = oldest.get(key)
+                if prev is None or age > prev[1]:
+                    oldest[key] = (attrs, age)
+        return [metrics.Observation(age, attrs) for attrs, age in oldest.values()]
 
 
 def _summed(parts: Iterable[list[tuple[dict[str, str], int]]]) -> list[metrics.Observation]:
