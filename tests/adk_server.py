@@ -9,9 +9,11 @@ ended (recorded by a span processor on ADK's own provider) and each plugin's sta
 so that a test can compare what the server produced with what a receiver got.
 
 With ``ATT_TRACEPARENT=1`` in its environment the server honours a caller's W3C
-``traceparent`` (the run becomes a child of the caller's span), as a server run under
-``opentelemetry-instrument`` with the FastAPI instrumentation does: ADK's own server
-reads only Agent Engine's header, not ``traceparent``.
+``traceparent`` (the run becomes a child of the caller's span) on every FastAPI, as
+a server under ``opentelemetry-instrument`` with the FastAPI instrumentation does:
+ADK's own code reads only Agent Engine's header. FastAPI 0.165 (resolved with ADK
+2.13) does it by itself, under a server span of its own (``POST /run``); 0.141
+(ADK 2.12, 1.39) does not.
 """
 
 from __future__ import annotations
