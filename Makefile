@@ -67,7 +67,7 @@ $(UV) venv -q --clear $(if $(4),--seed) --python $(or $(3),$(PYTHON)) $(1)
 $(UV) pip install -q $(if $(4),--compile-bytecode) --python $(1)/bin/python $(2)
 endef
 
-.PHONY: stack-bin stack-test soak demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check wheel clean
+.PHONY: stack-bin stack-test soak sampling-soak sampler-sizing demo screenshot test all-venvs lint unit lifecycle matrix install-check lowest system-deps venvs bench bench-quick stack-up stack-down dashboards rules docs docs-check wheel clean
 
 # --- demo: the project's own virtualenv -------------------------------------------
 # The demo reproduces ADK issue 7058, so it runs on the last release that has it;
@@ -363,6 +363,19 @@ $(STACK_BIN)/victoria-logs: tools/stack/victorialogs/go.mod tools/stack/victoria
 stack-test: stack-bin $(VENVS)/adk-$(ADK_NEWEST)/.installed
 	ADK_STACK_REQUIRED=1 ADK_STACK_BIN=$(abspath $(STACK_BIN)) \
 	  $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m pytest -q -s -p no:cacheprovider tests/stack $(PYTEST_ARGS)
+
+# The traced-caller sampling test for 5 minutes at 20 runs/s, on the compose collector's
+# config and the k8s sampler's (stack-test runs 40 s of it on the compose one); the
+# figures in docs/deploy.md come from it.
+sampling-soak: stack-bin $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	ADK_SAMPLING_LOAD_S=300 ADK_STACK_REQUIRED=1 ADK_STACK_BIN=$(abspath $(STACK_BIN)) \
+	  $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m pytest -q -s -p no:cacheprovider \
+	  tests/stack/test_traceparent_sampling.py $(PYTEST_ARGS)
+
+# Bytes per trace the tail sampler holds, and what each config's memory limit fits
+# (docs/deploy.md; tests/sampler_capacity.py keeps the figures).
+sampler-sizing: stack-bin $(VENVS)/adk-$(ADK_NEWEST)/.installed
+	ADK_STACK_BIN=$(abspath $(STACK_BIN)) $(VENVS)/adk-$(ADK_NEWEST)/bin/python -m tests.stack.sampler_sizing
 
 # --- the observability stack (deploy/compose; needs a Docker engine) ---------------
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)

@@ -7,6 +7,13 @@ module is imported; the agent's agent.py then calls configure_telemetry(). One
 route is added for the tests: ``GET /_test/state`` returns the spans the server
 ended (recorded by a span processor on ADK's own provider) and each plugin's state,
 so that a test can compare what the server produced with what a receiver got.
+
+With ``ATT_TRACEPARENT=1`` in its environment the server honours a caller's W3C
+``traceparent`` (the run becomes a child of the caller's span) on every FastAPI, as
+a server under ``opentelemetry-instrument`` with the FastAPI instrumentation does:
+ADK's own code reads only Agent Engine's header. FastAPI 0.165 (resolved with ADK
+2.13) does it by itself, under a server span of its own (``POST /run``); 0.141
+(ADK 2.12, 1.39) does not.
 """
 
 from __future__ import annotations
@@ -130,14 +137,14 @@ def _run_request(session_id: str, text: str, **extra: Any) -> dict[str, Any]:
             "new_message": {"role": "user", "parts": [{"text": text}]}, **extra}
 
 
-def sse_until_function_call(server: Server, text: str,
-                            session_id: str | None = None) -> list[dict[str, Any]]:
+def sse_until_function_call(server: Server, text: str, session_id: str | None = None,
+                            headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """POST /run_sse, read events until the model's function call arrives, then
     leave: the connection is closed while the tool runs."""
     events: list[dict[str, Any]] = []
     body = _run_request(session_id or server.session(), text, streaming=False)
     with httpx.Client(base_url=server.base, timeout=30) as client, \
-            client.stream("POST", "/run_sse", json=body) as response:
+            client.stream("POST", "/run_sse", json=body, headers=headers) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data:"):
@@ -197,11 +204,34 @@ def _recorder() -> Any:
 
         def on_end(self, span: Any) -> None:
             with self._lock:
+                parent = f"{span.parent.span_id:016x}" if span.parent else ""
                 self.ended.append({"span_id": f"{span.context.span_id:016x}",
                                    "trace_id": f"{span.context.trace_id:032x}",
-                                   "name": span.name})
+                                   "parent_id": parent, "name": span.name,
+                                   "outcome": str((span.attributes or {}).get(
+                                       "adk.tool_task.outcome", ""))})
 
     return Recorder()
+
+
+def _traceparent(app: Any) -> Any:
+    """ASGI middleware: the caller's W3C trace context (``traceparent``) is current
+    while the request is served, so ADK's run span is a child of the caller's span.
+    Plain ASGI (no task of its own), so disconnects reach ADK as without it."""
+    from opentelemetry import context, propagate
+
+    async def middleware(scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") not in ("http", "websocket"):
+            await app(scope, receive, send)
+            return
+        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        token = context.attach(propagate.extract(carrier))
+        try:
+            await app(scope, receive, send)
+        finally:
+            context.detach(token)
+
+    return middleware
 
 
 def _plugins() -> Iterator[Any]:
@@ -250,8 +280,10 @@ def _serve(port: int, agents_dir: str) -> None:
                 "open": sum(p["open"] for p in plugins), "runs": sum(p["runs"] for p in plugins),
                 "orphans": sum(p["orphans"] for p in plugins)}
 
+    served = _traceparent(app) if os.environ.get("ATT_TRACEPARENT") == "1" else app
     # What `adk api_server` does: uvicorn.Server(...).run() in the main thread.
-    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port,
+                                  log_level="warning")).run()
 
 
 if __name__ == "__main__":

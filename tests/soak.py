@@ -129,16 +129,17 @@ class Load:
         elif kind == "stubborn_sse":
             sse_until_function_call(self.server, f"stubborn {tag}", session_id=sid)
         else:
-            _live_and_leave(self.server, sid, tag)
+            live_and_leave(self.server, sid, tag)
 
 
-def _live_and_leave(server: Server, sid: str, tag: str, timeout: float = 30.0) -> None:
+def live_and_leave(server: Server, sid: str, tag: str, timeout: float = 30.0,
+                    headers: dict[str, str] | None = None) -> None:
     """/run_live: ``linger <tag>``, waits for the tool's pending response, leaves."""
     from websockets.sync.client import connect
 
     url = (f"ws://127.0.0.1:{server.port}/run_live?app_name={APP}&user_id={USER}"
            f"&session_id={sid}&modalities=TEXT")
-    with connect(url, open_timeout=timeout) as ws:
+    with connect(url, open_timeout=timeout, additional_headers=headers) as ws:
         ws.send(json.dumps({"content": {"role": "user", "parts": [{"text": f"linger {tag}"}]}}))
         deadline = time.monotonic() + timeout
         while True:

@@ -34,7 +34,9 @@ def test_pipelines_and_receivers() -> None:
     assert otlp["grpc"]["endpoint"].endswith(":4317")
     assert otlp["http"]["endpoint"].endswith(":4318")
     pipes = cfg["service"]["pipelines"]
-    assert pipes["traces"]["processors"] == ["memory_limiter", "tail_sampling", "batch"]
+    assert pipes["traces"]["processors"] == [
+        "memory_limiter", "transform/local_root", "tail_sampling", "transform/restore_parent",
+        "batch"]
     assert pipes["metrics"]["processors"] == ["memory_limiter", "batch"]
     assert pipes["traces"]["exporters"] == ["otlp/jaeger"]
     assert pipes["metrics"]["exporters"] == ["otlphttp/prometheus"]
@@ -61,3 +63,31 @@ def test_tail_sampling_keeps_orphaned_and_errored_tool_tasks() -> None:
 def test_memory_limiter_is_configured() -> None:
     ml = _config()["processors"]["memory_limiter"]
     assert ml["check_interval"] and ml["limit_mib"] > ml["spike_limit_mib"] > 0
+
+
+def test_num_traces_fits_under_the_memory_limit_at_the_measured_size() -> None:
+    """Issue 32 item 5: each sampler's num_traces is what its memory_limiter's soft
+    limit holds at the measured bytes per held trace (tests/sampler_capacity.py), so
+    num_traces evicts the oldest undecided traces (counted) before the limiter refuses
+    new data (agents' spans and metrics alike); and not far below it, wasting memory."""
+    from .sampler_capacity import MEASURED, capacities
+
+    for name, cap in capacities(MEASURED["bytes_per_held_trace"],
+                                MEASURED["idle_heap_mib"]).items():
+        assert cap["num_traces_fits"], (name, cap)
+        assert cap["num_traces"] >= 0.8 * cap["traces_that_fit"], (name, cap)
+
+
+def test_the_trace_is_decided_on_the_local_root_and_its_parent_restored() -> None:
+    """Both sampler configs clear a remote parent before tail_sampling and restore it
+    after (tests/stack/test_traceparent_sampling.py runs them)."""
+    from .sampler_capacity import compose_collector, sampler_configmap
+
+    for cfg in (compose_collector(), sampler_configmap()):
+        procs = cfg["service"]["pipelines"]["traces"]["processors"]
+        i = procs.index("tail_sampling")
+        assert procs[i - 1] == "transform/local_root" and procs[i + 1] == "transform/restore_parent"
+        assert (cfg["processors"]["transform/local_root"]
+                == compose_collector()["processors"]["transform/local_root"])
+        assert (cfg["processors"]["transform/restore_parent"]
+                == compose_collector()["processors"]["transform/restore_parent"])

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.stack.conftest import DEPLOY, Stack, agent_process, collector_config, load
+from tests.sampler_capacity import compose_collector, sampler_configmap
+from tests.stack.conftest import Stack, agent_process, collector_config
 from tests.stack.tracecheck import check_orphan_trace, missing, settled
 from tests.stack_programs import free_port, running
 
@@ -61,17 +61,6 @@ def scaled(cfg: Any) -> Any:
         if key in ts:
             ts[key] = f"{max(1, math.ceil(seconds(ts[key]) / SCALE))}s"
     return cfg
-
-
-def sampler_configmap() -> Any:
-    for doc in yaml.safe_load_all((DEPLOY / "k8s" / "otel-sampler.yaml").read_text()):
-        if doc and doc.get("kind") == "ConfigMap":
-            return yaml.safe_load(doc["data"]["config.yaml"])
-    raise AssertionError("no ConfigMap in deploy/k8s/otel-sampler.yaml")
-
-
-def compose_collector() -> Any:
-    return load(DEPLOY / "otel-collector" / "config.yaml")
 
 
 #: (the config, the protocol the agent sends with: the sampler tier receives gRPC only)

@@ -41,7 +41,9 @@ DECIDED_WITHIN = 240.0
 def binomial_interval(n: int, p: float, alpha: float) -> tuple[int, int]:
     """The smallest [lo, hi] with P(X < lo) + P(X > hi) <= alpha, X ~ Binomial(n, p),
     cut equally from both tails."""
-    pmf = [math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)]
+    # In log space: math.comb(n, k) overflows a float past n of about 1,000.
+    pmf = [math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                    + k * math.log(p) + (n - k) * math.log1p(-p)) for k in range(n + 1)]
     lo, tail = 0, 0.0
     while tail + pmf[lo] <= alpha / 2:
         tail += pmf[lo]
