@@ -41,9 +41,13 @@ def measure(runs: int, rate: float) -> dict[str, Any]:
     pipeline = cfg["service"]["pipelines"]["traces"]
     pipeline["processors"] = [p for p in pipeline["processors"]
                               if not p.startswith("transform/")]
+    # traces only: the held traces' bytes are what is measured (no logs store runs here)
+    del cfg["service"]["pipelines"]["logs"]
+    del cfg["exporters"]["otlphttp/victorialogs"]
     work = Path(tempfile.mkdtemp(prefix="sampler-sizing-"))
     ports = {"otlp_grpc": free_port(), "otlp_http": free_port(), "health": free_port(),
-             "metrics": free_port(), "jaeger_grpc": free_port(), "prometheus": free_port()}
+             "metrics": free_port(), "jaeger_grpc": free_port(), "prometheus": free_port(),
+             "victorialogs": free_port()}
     path = write_yaml(work / "collector.yaml", collector_config(ports, cfg))
     collector = Program("otelcol-adk", [f"--config={path}"], work, env={"GOGC": "10"},
                         ready_url=f"http://127.0.0.1:{ports['health']}/", label="sizing")

@@ -54,6 +54,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
 from ..stack_programs import Program, free_port, running, wait_until, write_yaml
+from . import logstore
 from .conftest import collector_config, jaeger_config, local
 from .metrics_helpers import (
     ALERTMANAGER_YML,
@@ -171,14 +172,17 @@ def _rules(workdir: Path) -> Path:
     return rules_dir
 
 
-def _collectors(workdir: Path, jaeger_grpc: int,
-                prom_port: int) -> dict[str, tuple[Program, dict[str, int]]]:
+def _collectors(workdir: Path, jaeger_grpc: int, prom_port: int,
+                logs_port: int) -> dict[str, tuple[Program, dict[str, int]]]:
     """``main`` as committed but for its retries and decision wait; ``tiny`` as
-    committed but for its memory limiter; ``small`` but for its ``num_traces``."""
+    committed but for its memory limiter; ``small`` but for its ``num_traces``. Their
+    logs pipelines export to a real logs store (``logs_port``): a logs exporter with
+    nowhere to send would be a fault of its own."""
     out = {}
     for label in ("main", "tiny", "small"):
         ports = {"otlp_grpc": free_port(), "otlp_http": free_port(), "health": free_port(),
-                 "metrics": free_port(), "jaeger_grpc": jaeger_grpc, "prometheus": prom_port}
+                 "metrics": free_port(), "jaeger_grpc": jaeger_grpc, "prometheus": prom_port,
+                 "victorialogs": logs_port}
         cfg = collector_config(ports)
         if label == "main":
             cfg["exporters"]["otlp/jaeger"]["retry_on_failure"] = {
@@ -209,7 +213,8 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
                        ready_url=f"http://{local(jp['health'])}/status")
 
     prom_port = free_port()
-    collectors = _collectors(workdir, jp["otlp_grpc"], prom_port)
+    logs_port = free_port()
+    collectors = _collectors(workdir, jp["otlp_grpc"], prom_port, logs_port)
     am_cfg: dict[str, Any] = yaml.safe_load(ALERTMANAGER_YML.read_text())
     am_cfg["route"].update(group_wait="1s", group_interval="2s")
     for route in am_cfg["route"]["routes"]:
@@ -238,7 +243,8 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
                      "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
                      "ADK_TASK_TELEMETRY_BUFFER_SPANS": "10",
                      "ADK_TASK_TELEMETRY_MAX_OPEN_TASKS": "1"}
-        with running(am_prog, prom_prog, backend, *(p for p, _ in collectors.values())):
+        with running(am_prog, prom_prog, backend, logstore.program(logs_port, workdir),
+                     *(p for p, _ in collectors.values())):
             notes = Notes(hook)
             for label, (_, ports) in collectors.items():
                 # main also gets children of its roots 3 s late (decided after 1 s)
