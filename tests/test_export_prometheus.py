@@ -33,6 +33,7 @@ SERIES = {  # Prometheus name -> labels beyond BASE it may carry
         "adk_tool_task_cancel_cause"},
     "adk_tool_task_orphaned_total": {"adk_run_end_trigger"},
     "adk_tool_task_orphans_alive": set(),
+    "adk_tool_task_oldest_age_seconds": set(),
     "adk_tool_task_orphan_lifetime_seconds_bucket": {"adk_tool_task_outcome", "le"},
     "adk_tool_task_orphan_lifetime_seconds_sum": {"adk_tool_task_outcome"},
     "adk_tool_task_orphan_lifetime_seconds_count": {"adk_tool_task_outcome"},
