@@ -107,6 +107,8 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str, str | None]]] = {
         "call-crunch": ("crunch_numbers", "call", "orphaned", "caller_cancelled")}}
        if compat.HAS_TOOL_THREAD_POOL else {}),
     "seed_bug": {c: _teardown(c, "seed_bug") for c in ("call-goog", "call-msft")},
+    # Stuck while it runs (a stuck record, tests/test_stuck.py), then it returns.
+    "stuck_upstream": {"call-ledger": ("query_ledger", "call", "ok", None)},
 }
 
 
