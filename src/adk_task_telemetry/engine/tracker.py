@@ -204,22 +204,20 @@ class Tracker(RunBook):
 
     def end_from_task(self, record: TaskRecord, task: asyncio.Task[Any]) -> None:
         """``task`` ended: cancelled, raised out of it, or returned (``end_returned``)."""
-        error = None if task.cancelled() else task.exception()
-        if error is None and not task.cancelled():
+        cancelled = task.cancelled()
+        error = None if cancelled else task.exception()
+        if cancelled or error is not None:
+            self.end_task(record, sc.Outcome.CANCELLED if cancelled else sc.Outcome.ERROR, error,
+                          self_cancelled=cancelled and compat.cancelled_itself(task))
+        else:
             self.end_returned(record)
-            return
-        self.end_task(record, sc.Outcome.ERROR if error is not None else sc.Outcome.CANCELLED,
-                      error, self_cancelled=error is None and compat.cancelled_itself(task))
 
     def end_returned(self, record: TaskRecord) -> None:
         """The call finished without raising out of its task: ok, or recovered (a
         callback answered for an error), or error (ADK swallowed it, nobody answered)."""
-        if record.error is None:
-            self.end_task(record, sc.Outcome.OK)
-        elif record.returned:
-            self.end_task(record, sc.Outcome.RECOVERED, record.error)
-        else:
-            self.end_task(record, sc.Outcome.ERROR, record.error)
+        error = record.error
+        self.end_task(record, sc.Outcome.OK if error is None else
+                      sc.Outcome.RECOVERED if record.returned else sc.Outcome.ERROR, error)
 
     # --- thread work (a synchronous callable on ADK's tool thread pool) ----------------
 
