@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "lifecycle.close_flush")),
     ("engine", ("engine.run_index", "engine.run_drivers", "engine.pool_calls",
                 "engine.strict_mode", "engine.trackers", "engine.stuck_sweep", "engine.run_end",
-                "engine.tracker")),
+                "engine.run_book", "engine.tracker")),
     ("plugin", ("plugin_order", "debug_endpoint", "plugin")),
     ("configure", ("configure.outage", "configure.settings", "configure.bridge",
                    "configure.prometheus", "configure.otlp_exporters", "configure.buffer",

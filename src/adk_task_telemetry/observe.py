@@ -9,9 +9,13 @@ it must be quick, and what it raises is swallowed (counted in the plugin's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from . import semconv as sc
 from .engine.records import TaskSeen, UnansweredCall
+
+logger = logging.getLogger(sc.LOGGER_NAME)
 
 Seen = TaskSeen | UnansweredCall
 Observer = Callable[[Seen], None]
@@ -28,3 +32,18 @@ def add_observer(observer: Observer) -> None:
 def remove_observer(observer: Observer) -> None:
     if observer in observers:
         observers.remove(observer)
+
+
+def tell(seen: Seen, log: int = 0) -> int:
+    """Tells every observer of ``seen``; what one raises is swallowed. Returns how many
+    raised (the plugin counts them in ``internal_errors``); the first ``log`` of them
+    are logged with their traceback (the tracker logs its first ten failures)."""
+    failed = 0
+    for observer in list(observers):
+        try:
+            observer(seen)
+        except Exception:
+            failed += 1
+            if failed <= log:
+                logger.exception("adk_task_telemetry: internal error in observer (ignored)")
+    return failed

@@ -27,14 +27,14 @@ from .engine import stuck_sweep as stuck
 from .engine import trackers as registry
 from .engine.records import (
     OpenTask,
+    Options,
     RunStart,
     Series,
-    TaskRecord,
     ToolIdentity,
     TrackerState,
     runs_begun,
 )
-from .engine.tracker import Options, RunUnknown, Tracker
+from .engine.tracker import RunUnknown, Tracker
 from .lifecycle import close_flush
 from .lifecycle import process_exit as _exit
 from .plugin_options import PluginOptions, plugin_options
@@ -316,36 +316,34 @@ class TaskTelemetryPlugin(BasePlugin):
     @override
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext, result: dict[str, Any]) -> None:
+        # As before_tool: ADK's objects turned into values here, then one tracker verb.
+        tracker = self._tracker
         try:
-            # _record's common case inline: the call's own task holds its record.
-            record = self._tracker.current()
-            if record is None or record.call_id != (tool_context.function_call_id or ""):
-                record = self._record(tool_context)
-            if record is None or (record.error is None and record.task is not None
-                                  and not self._capture and not compat.works_in_background(
-                                      record.identity.kind)):
+            call_id = tool_context.function_call_id or ""  # whole, as at the tool's start
+            record = tracker.current()  # the common case: the call's own task holds it
+            if (record is not None and record.call_id == call_id and record.error is None
+                    and record.task is not None and not self._capture
+                    and not compat.works_in_background(record.kind)):
                 return None  # its task's end says all: nothing to note here
-            captured = None
-            if self._capture:
-                captured = self._captured(sc.GEN_AI_TOOL_CALL_RESULT, record.tool_name, result)
-            if compat.works_in_background(record.kind):
-                ctx = compat.invocation_context_of(tool_context)
-                self._tracker.moved(
-                    record, compat.streaming_task_for(ctx, record.tool_name, record.call_id),
-                    captured)
-            else:
-                self._tracker.returned(record, captured)
+            ctx = compat.invocation_context_of(tool_context)
+            identity = self._tool(tool, ctx)[0]
+            captured = (self._captured(sc.GEN_AI_TOOL_CALL_RESULT, identity.tool_name, result)
+                        if self._capture else None)
+            moves = compat.works_in_background(identity.kind)
+            tracker.returned_here(
+                ctx.invocation_id, call_id, captured, moves,
+                compat.streaming_task_for(ctx, identity.tool_name, call_id) if moves else None)
         except Exception:
-            self._tracker.failed("after_tool_callback")
+            tracker.failed("after_tool_callback")
         return None
 
     @override
     async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                      tool_context: ToolContext, error: Exception) -> None:
         try:
-            record = self._record(tool_context)
-            if record is not None and compat.is_tool_error(error):
-                self._tracker.raised(record, error)
+            if compat.is_tool_error(error):
+                self._tracker.raised_here(compat.invocation_context_of(tool_context).invocation_id,
+                                          tool_context.function_call_id or "", error)
         except Exception:
             self._tracker.failed("on_tool_error_callback")
         return None
@@ -377,17 +375,6 @@ class TaskTelemetryPlugin(BasePlugin):
         except TypeError:
             self._last = None
         return found
-
-    def _record(self, tool_context: ToolContext) -> TaskRecord | None:
-        """The open record of this call (after_tool and on_tool_error run in its task)."""
-        # whole, as at the tool's start: "" for none
-        call_id = tool_context.function_call_id or ""
-        record = self._tracker.current()
-        if record is not None and record.call_id == call_id:
-            return record
-        # A call that runs in its run's own task: no record of its own in the context.
-        run = self._tracker.run_of(compat.invocation_context_of(tool_context).invocation_id)
-        return None if run is None else self._tracker.record_here(run, call_id)
 
     def _captured(self, key: str, tool_name: str, value: Any) -> dict[str, str] | None:
         try:

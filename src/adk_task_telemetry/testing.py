@@ -16,8 +16,8 @@ from opentelemetry import metrics, trace
 
 from . import adk_compat as _compat
 from .engine import stuck_sweep as _stuck
-from .engine.records import RunRecord, RunStart, TaskRecord, ToolIdentity
-from .engine.tracker import Options, Tracker
+from .engine.records import Options, RunRecord, RunStart, TaskRecord, ToolIdentity
+from .engine.tracker import Tracker
 from .scenarios import RUN_TAG as RUN_TAG
 from .scenarios import SCENARIOS as SCENARIOS
 from .scenarios import Harness as Harness
@@ -76,7 +76,7 @@ def configure_afresh() -> Iterator[None]:
 
 #: The tracker verbs that the plugin's callbacks call (``failing_tracker`` breaks them).
 _PLUGIN_VERBS = ("run_started", "run_of", "event_seen", "run_step", "calls_seen", "run_ended",
-                 "closed", "tool_started", "current", "record_here", "moved", "returned", "raised",
+                 "closed", "tool_started", "current", "returned_here", "raised_here",
                  "bind_thread_work")
 
 
@@ -126,14 +126,18 @@ def failing_tracker(error: BaseException | None = None) -> Iterator[None]:
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise failure
 
-    saved = {name: vars(Tracker)[name] for name in _PLUGIN_VERBS}
+    # A verb of the tracker's base class (its books) is shadowed, then unshadowed.
+    saved = {name: vars(Tracker).get(name) for name in _PLUGIN_VERBS}
     try:
         for name in _PLUGIN_VERBS:
             setattr(Tracker, name, broken)
         yield
     finally:
         for name, verb in saved.items():
-            setattr(Tracker, name, verb)
+            if verb is None:
+                delattr(Tracker, name)
+            else:
+                setattr(Tracker, name, verb)
 
 
 # --- scenarios ---

@@ -109,6 +109,15 @@ def cancellation_in_flight(task: asyncio.Task[Any]) -> bool:
     return cancelling is None or cancelling() > 0
 
 
+def cancelled_itself(task: asyncio.Task[Any]) -> bool:
+    """A cancelled ``task`` whose ``cancel()`` nobody called: its own code raised
+    CancelledError (a client library cancelling its own future, ADK issue 7172).
+    ``Task.cancelling()`` counts the requests (Python 3.11+); on 3.10, which cannot
+    tell, every cancellation counts as requested (the rule of ``cancel_cause``)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() == 0
+
+
 def caller_closed_run() -> bool:
     """Whether ADK runs ``after_run_callback`` now because the caller closed the run.
 

@@ -1,5 +1,5 @@
 """What the tracker holds: a record per tool task, one per run, a tool's metric series,
-and the public views.
+the tracker's options, and the public views.
 
 Records are data, and import nothing of ours (the signals that read them import them,
 never the other way round). Their state moves only in ``tracker.Tracker`` (the state
@@ -40,6 +40,15 @@ class RecordOwner(Protocol):
 #: A record's states. OPEN: the task runs inside its run. ORPHANED: its run
 #: ended while it ran; it is watched until it ends. ENDED: nothing more happens.
 OPEN, ORPHANED, ENDED = "open", "orphaned", "ended"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What one tracker is asked to do (the plugin's options it acts on)."""
+
+    cancel_orphans: bool = False
+    track_spawned_tasks: bool = False
+    max_open_tasks: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from opentelemetry import trace
+
 from .. import adk_compat as compat
 from .. import observe
 from .. import semconv as sc
@@ -78,8 +80,7 @@ class RunEndOwner(Protocol):
     def orphan(self, record: TaskRecord, trigger: str,
                task: asyncio.Task[Any] | None) -> None: ...
 
-    def adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
-                      trigger: str) -> None: ...
+    def enter(self, record: TaskRecord) -> None: ...
 
 
 class RunEnds:
@@ -232,7 +233,7 @@ class RunEnds:
             if run.spawned:
                 spawned, run.spawned = run.spawned, []
                 for task, parent, spawned_ns in strict.left_running(spawned):
-                    self.owner.adopt_spawned(parent, task, spawned_ns, trigger)
+                    self._adopt_spawned(parent, task, spawned_ns, trigger)
             if run.calls and not run.nested:
                 self._unanswered(run, trigger)
             report_open_spans(run, trigger)
@@ -242,6 +243,19 @@ class RunEnds:
         run.span = None
         run.owner_ref = None
         run.parent_task = None
+
+    def _adopt_spawned(self, parent: TaskRecord, task: asyncio.Task[Any], spawned_ns: int,
+                       trigger: str) -> None:
+        """Strict mode: a task a tool body spawned is reported as an orphan of its call,
+        on a span of its own under the call's span (a record entered and orphaned by
+        the tracker's transitions)."""
+        parent_span = self.owner.spans.span_of(parent)  # made early: the spawned span's parent
+        record = TaskRecord(parent.run, parent.identity, parent.series, parent.call_id,
+                            f"{parent.key}/spawned-{id(task):x}",
+                            trace.set_span_in_context(parent_span), spawned_ns)
+        record.extra = {sc.ADK_TOOL_TASK_SPAWNED: True}  # type: ignore[dict-item]
+        self.owner.enter(record)
+        self.owner.orphan(record, trigger, task)
 
     def _unanswered(self, run: RunRecord, trigger: str) -> None:
         """The call ledger, at the end of a run that left calls without a response."""

@@ -2,9 +2,9 @@
 
 ``started`` and ``active`` are plain counts per series (``Series.started`` and
 ``Series.open``; ``Series`` is data held by the records, engine/records.py), changed
-only by the tracker as a task enters OPEN (``tool_started``, ``_enter``) and leaves it
-(``_leave``), and read when a reader collects: a tool task costs no SDK measurement for
-either. Both are observed once per Meter for every plugin on it.
+only by the tracker as a task enters OPEN (``enter``) and leaves it (``_leave``), and
+read when a reader collects: a tool task costs no SDK measurement for either. Both are
+observed once per Meter for every plugin on it.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class Metrics:
             sc.METRIC_UNANSWERED, sc.UNIT_CALL,
             "Function calls with no function response in the session when their run ended.")
         self._unanswered_tools: set[str] = set()
+        self._overflowed = 0  # tool tasks not tracked (max_open_tasks), so far
         #: The records of tasks still running (the tracker's ``open_records``), read at
         #: collection for ``oldest_age``: a task costs nothing for it.
         self.running: Callable[[], Iterable[TaskRecord]] | None = None
@@ -181,8 +182,14 @@ class Metrics:
         self._orphan_lifetime.record(seconds, end_attributes({**series.attrs}, outcome),
                                      context=_exemplar_context(span))
 
-    def overflow(self, series: Series) -> None:
+    def overflow(self, series: Series, open_now: int) -> None:
+        """A tool task not tracked: ``open_now`` records were open (``max_open_tasks``).
+        Counted, and logged at the first and every thousandth."""
+        self._overflowed += 1
         self._overflow.add(1, series.attrs)
+        if self._overflowed == 1 or self._overflowed % 1000 == 0:
+            logger.warning("adk_task_telemetry: %d open tool tasks reached max_open_tasks; %d "
+                           "tool tasks not tracked so far", open_now, self._overflowed)
 
     def unanswered(self, tool_name: str, agent_name: str, app_name: str, reason: str,
                    span: Span | None) -> None:

@@ -16,9 +16,11 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import semconv as sc
 from . import span_processors as open_spans
-from .stacks import suspended_stack
+from .stacks import suspended_stack, thread_stack
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from opentelemetry.trace import Span
 
     from ..engine.records import RunRecord, TaskRecord
@@ -32,11 +34,13 @@ CANCEL_GRACE_S = 5.0
 
 def report_orphan(record: TaskRecord, span: Span, trigger: str, age: float,
                   task: asyncio.Task[Any] | None, metrics: Metrics, *, with_stack: bool,
-                  cancel: bool, stack: str | None = None) -> str:
+                  cancel: bool, work: Future[Any] | None = None) -> str:
     """Tells everything about one orphan, then ends its span (its end is the report;
-    ``span`` carries the outcome already). ``stack``: where it is stuck, when not in
-    ``task`` (a pool thread's). Returns the stack it reported ("" if none)."""
+    ``span`` carries the outcome already). ``work``: the call's callable still running
+    on a pool thread, where it is stuck then (not in ``task``). Returns the stack it
+    reported ("" if none)."""
     run = record.run
+    stack = None if work is None else thread_stack(work) if with_stack else ""
     event_attrs: dict[str, Any] = {
         sc.GEN_AI_TOOL_CALL_ID: record.call_id,
         sc.GEN_AI_TOOL_NAME: record.tool_name,
@@ -100,11 +104,3 @@ def _check_cancel_later(task: asyncio.Task[Any], tool: str, call_id: str) -> Non
                            tool, call_id)
     with contextlib.suppress(RuntimeError):  # the loop is closed (shutdown)
         task.get_loop().call_later(CANCEL_GRACE_S, check)
-
-
-def error_type(error: BaseException) -> str:
-    cls = type(error)
-    mod = cls.__module__
-    return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
-
-

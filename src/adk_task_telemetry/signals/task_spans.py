@@ -13,7 +13,8 @@ attribute is built: a task that ends inside its run makes no span object of any 
 context (``span_of``), in which its report is logged.
 The sampler is asked, once per tracer provider, through its public ``should_sample``
 with an unsampled local parent (below). This module changes no record's state: the
-tracker calls it from its transitions.
+tracker calls it from its transitions, with the end it decided (``end_span``), and it
+keeps the span's parts of the record (``span``, ``parent``, ``extra``) until that end.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from opentelemetry.trace import (
     Span,
     SpanContext,
     SpanKind,
+    Status,
+    StatusCode,
     TraceFlags,
     Tracer,
 )
@@ -117,6 +120,35 @@ class TaskSpans:
             sc.SPAN_NAME_PREFIX + identity.tool_name[:NAME_CHARS], context=record.parent,
             kind=SpanKind.INTERNAL, attributes=attrs, start_time=record.start_ns)
         record.span = span
+        return span
+
+    def end_span(self, record: TaskRecord, outcome: str, end_ns: int, *,
+                 error: BaseException | None = None, etype: str | None = None,
+                 cause: str | None = None, self_cancelled: bool = False,
+                 keep: bool = False) -> Span | None:
+        """The span of a task that ended inside its run, as the tracker decided it
+        ended: made (``made``) with ``outcome`` and ``error.type``, given the exception,
+        the ERROR status and the ``cancelled`` event (with ``cause``; none for a task
+        that cancelled itself; already told where the task waited for its thread
+        work), and ended at ``end_ns``. None where no span is made. The record then
+        lets go of what only its span needed (its parent context, captured values)
+        and of the span, unless ``keep`` (strict mode: a spawned task's span is its
+        child until the run ends)."""
+        span = self.made(record, outcome, etype)
+        if span is not None:
+            if error is not None or cause is not None or self_cancelled:
+                if error is not None:
+                    span.record_exception(error)
+                if etype is not None:
+                    span.set_status(Status(StatusCode.ERROR, etype))
+                if self_cancelled:
+                    span.add_event(sc.EVENT_CANCELLED)  # no cause: none of them happened
+                elif cause is not None and not record.waiting_for_work:  # else told already
+                    span.add_event(sc.EVENT_CANCELLED, {sc.ADK_TOOL_TASK_CANCEL_CAUSE: cause})
+            span.end(end_time=end_ns)
+        record.parent = record.extra = None
+        if not keep:
+            record.span = None
         return span
 
     def _drops(self) -> bool:
