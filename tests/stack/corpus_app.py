@@ -4,6 +4,7 @@ the endpoint) and the plugin, running the scenario corpus and a scripted app.
     python -m tests.stack.corpus_app ENDPOINT TRUTH.json [--clean N] [--errors N]
                                      [--scenarios a,b] [--long-run S --sessions K]
                                      [--service NAME] [--protocol grpc]
+                                     [--stuck RELEASE_FILE]
 
 What it runs:
   * the scenario library (src/adk_task_telemetry/scenarios, the seed bug among
@@ -12,7 +13,11 @@ What it runs:
     whose tool raises (many cheap runs: the sampler's rate is measured on them), or
     ``--load S``: clean runs back to back for S seconds (``--calls`` per run);
   * ``--long-run S --sessions K``: K concurrent live runs that last S seconds and each
-    leave an orphan (the long-run case of tail sampling).
+    leave an orphan (the long-run case of tail sampling);
+  * ``--stuck RELEASE_FILE``: first of all, two runs whose one tool call hangs on an
+    upstream that does not answer (``STUCK_TOOL``): ``STUCK_CALL`` until RELEASE_FILE
+    exists, ``WITNESS_CALL`` (started after it) until the end; tests/stack/test_stuck_live.py
+    sets the plugin's ``stuck_after`` and debug port by their environment variables.
 
 The ground truth it writes to TRUTH.json comes from the run itself, not from the
 plugin's spans: which tool bodies were still running once their run had ended (the
@@ -48,6 +53,14 @@ from adk_task_telemetry import semconv as sc
 STRICT = {"fire_and_forget"}
 SERVICE = "adk-stack-corpus"
 APP = "stack-corpus"
+#: ``--stuck``: the tool that hangs, the call the test releases, and the call that hangs
+#: until the end (started after the first: its reports tell the test that the first's
+#: next report would have been due by now).
+STUCK_TOOL = "fetch_quote"
+STUCK_CALL = "call-quote"
+WITNESS_CALL = "call-quote-witness"
+#: How often the release file is looked for (seconds).
+RELEASE_POLL_S = 0.05
 
 
 class Sent(SpanProcessor):
@@ -299,6 +312,72 @@ async def _long_run(plugin: TaskTelemetryPlugin, seconds: float, index: int,
     return seen, [c for c, t in tasks.items() if not t.done()], took
 
 
+async def _stuck(plugin: TaskTelemetryPlugin, truth: Truth, release_file: str,
+                 leftovers: list[Any]) -> None:
+    """``STUCK_CALL`` and then ``WITNESS_CALL``, each in its own run, each hanging in
+    ``STUCK_TOOL`` on an upstream that does not answer: the first until ``release_file``
+    exists, the witness until the end. Returns once both tool bodies wait; the runs go
+    on in the background (the first ends once released)."""
+    from pathlib import Path
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools.tool_context import ToolContext
+    from google.genai import types
+
+    from adk_task_telemetry.scenarios import ScriptedLlm, call, text
+
+    seen: dict[str, str] = {}
+    started = {c: asyncio.Event() for c in (STUCK_CALL, WITNESS_CALL)}
+    released = {c: asyncio.Event() for c in (STUCK_CALL, WITNESS_CALL)}
+
+    async def fetch_quote(symbol: str, tool_context: ToolContext) -> dict[str, str]:
+        """Fetches a quote from an upstream that does not answer until released."""
+        cid = str(tool_context.function_call_id)
+        seen[cid] = f"{trace.get_current_span().get_span_context().trace_id:032x}"
+        started[cid].set()
+        await released[cid].wait()
+        return {"symbol": symbol, "price": "1"}
+
+    async def one_run(call_id: str) -> None:
+        model = ScriptedLlm([[call(STUCK_TOOL, call_id, symbol="GOOG")], [text("done")]])
+        agent = LlmAgent(name="trader", model=model, instruction="scripted",
+                         tools=[fetch_quote])
+        runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
+                        session_service=InMemorySessionService())
+        session = await runner.session_service.create_session(app_name=APP, user_id="u")
+        msg = types.Content(role="user", parts=[types.Part(text="quote GOOG")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=msg):
+            pass
+
+    async def release_when_told() -> None:
+        while not Path(release_file).exists():
+            await asyncio.sleep(RELEASE_POLL_S)
+        released[STUCK_CALL].set()
+
+    runs = []
+    for call_id in (STUCK_CALL, WITNESS_CALL):
+        runs.append(asyncio.ensure_future(one_run(call_id)))
+        await asyncio.wait_for(started[call_id].wait(), 60)
+    runs.append(asyncio.ensure_future(release_when_told()))
+    truth.add("stuck", "stuck", traces=dict(seen),
+              note=f"{STUCK_CALL} until {release_file} exists; {WITNESS_CALL} until the end")
+
+    class _Release:
+        async def cleanup(self) -> None:
+            for event in released.values():
+                event.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*runs[:2]), 10)
+            runs[2].cancel()
+
+    class _Leftover:
+        probe = _Release()
+    leftovers.append(_Leftover())
+
+
 async def main(args: argparse.Namespace) -> None:
     # ADK's own chatter off stderr; the plugin's logger stays at its default level, as a
     # user has it: its records go out by OTLP, its export warnings to stderr (read by
@@ -313,6 +392,8 @@ async def main(args: argparse.Namespace) -> None:
     truth = Truth()
     leftovers: list[Any] = []
     started = time.monotonic()
+    if args.stuck:
+        await _stuck(plugin, truth, args.stuck, leftovers)
     if args.long_run:
         await _long_runs(plugin, truth, args.long_run, args.sessions, leftovers)
     if args.scenarios != "none":
@@ -348,6 +429,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--sessions", type=int, default=1, help="concurrent long runs")
     p.add_argument("--service", default=SERVICE)
     p.add_argument("--protocol", default=None, help="grpc or http/protobuf (default: http)")
+    p.add_argument("--stuck", metavar="RELEASE_FILE", default="",
+                   help="two hanging calls first, one released when RELEASE_FILE exists")
     return p.parse_args(argv)
 
 
