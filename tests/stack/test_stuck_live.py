@@ -214,7 +214,7 @@ def test_a_stuck_task_is_found_while_it_runs_and_never_after_its_end(
         assert e[sc.GEN_AI_TOOL_CALL_ID] == corpus_app.STUCK_CALL
         assert f"in {corpus_app.STUCK_TOOL}\n    {WAIT_CODE}" in e[sc.CODE_STACKTRACE]
 
-    # Nothing after its end. Its reports so far are 1..m; had the sweep gone on
+    # Nothing after its end. Its last report so far is the m-th; had the sweep gone on
     # reporting it, report m+1 would have come at its age 2^m x stuck_after. The
     # witness hangs the same way and started later: once its report m+1 is in the logs
     # store, so would the released call's be.
@@ -224,7 +224,9 @@ def test_a_stuck_task_is_found_while_it_runs_and_never_after_its_end(
                   f"the witness never reached report {last + 1}")
     final = agent.stuck_records(corpus_app.STUCK_CALL)
     reports = sorted(map(_report, final))
-    assert reports == list(range(1, last + 1)), reports  # each once, none after m
+    # Each report once, none past m (a late sweep may skip a number: one report then
+    # stands for the ages it missed).
+    assert len(set(reports)) == len(reports) and reports[-1] == last, reports
     late = [r["_time"] for r in final if _ns(r["_time"]) > end_ns]
     assert not late, f"stuck records after the task's end ({end_ns} ns): {late}"
     assert sorted(int(e[sc.ADK_TOOL_TASK_STUCK_REPORT]) for e in events) == reports
