@@ -57,6 +57,7 @@ APP = "stack-corpus"
 #: until the end (started after the first: its reports tell the test that the first's
 #: next report would have been due by now).
 STUCK_TOOL = "fetch_quote"
+STUCK_APP = "stack_stuck"  # an identifier: ADK 1.x refuses any other app name
 STUCK_CALL = "call-quote"
 WITNESS_CALL = "call-quote-witness"
 #: How often the release file is looked for (seconds).
@@ -324,45 +325,56 @@ async def _stuck(plugin: TaskTelemetryPlugin, truth: Truth, release_file: str,
     from google.adk.apps import App
     from google.adk.runners import Runner
     from google.adk.sessions import InMemorySessionService
-    from google.adk.tools.tool_context import ToolContext
     from google.genai import types
 
     from adk_task_telemetry.scenarios import ScriptedLlm, call, text
 
+    # Each call asks for its own symbol, whose upstream answers when released. (No
+    # ToolContext parameter: ADK 1.x resolves a tool's annotations in its module's
+    # globals, where ADK's names are not imported.)
+    symbols = {STUCK_CALL: "GOOG", WITNESS_CALL: "MSFT"}
     seen: dict[str, str] = {}
-    started = {c: asyncio.Event() for c in (STUCK_CALL, WITNESS_CALL)}
-    released = {c: asyncio.Event() for c in (STUCK_CALL, WITNESS_CALL)}
+    started = {s: asyncio.Event() for s in symbols.values()}
+    released = {s: asyncio.Event() for s in symbols.values()}
 
-    async def fetch_quote(symbol: str, tool_context: ToolContext) -> dict[str, str]:
+    async def fetch_quote(symbol: str) -> dict[str, str]:
         """Fetches a quote from an upstream that does not answer until released."""
-        cid = str(tool_context.function_call_id)
-        seen[cid] = f"{trace.get_current_span().get_span_context().trace_id:032x}"
-        started[cid].set()
-        await released[cid].wait()
+        seen[symbol] = f"{trace.get_current_span().get_span_context().trace_id:032x}"
+        started[symbol].set()
+        await released[symbol].wait()
         return {"symbol": symbol, "price": "1"}
 
     async def one_run(call_id: str) -> None:
-        model = ScriptedLlm([[call(STUCK_TOOL, call_id, symbol="GOOG")], [text("done")]])
+        model = ScriptedLlm([[call(STUCK_TOOL, call_id, symbol=symbols[call_id])],
+                             [text("done")]])
         agent = LlmAgent(name="trader", model=model, instruction="scripted",
                          tools=[fetch_quote])
-        runner = Runner(app=App(name=APP, root_agent=agent, plugins=[plugin]),
+        runner = Runner(app=App(name=STUCK_APP, root_agent=agent, plugins=[plugin]),
                         session_service=InMemorySessionService())
-        session = await runner.session_service.create_session(app_name=APP, user_id="u")
-        msg = types.Content(role="user", parts=[types.Part(text="quote GOOG")])
+        session = await runner.session_service.create_session(app_name=STUCK_APP,
+                                                              user_id="u")
+        msg = types.Content(role="user", parts=[types.Part(text="quote")])
         async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=msg):
             pass
 
     async def release_when_told() -> None:
         while not Path(release_file).exists():
             await asyncio.sleep(RELEASE_POLL_S)
-        released[STUCK_CALL].set()
+        released[symbols[STUCK_CALL]].set()
 
     runs = []
     for call_id in (STUCK_CALL, WITNESS_CALL):
-        runs.append(asyncio.ensure_future(one_run(call_id)))
-        await asyncio.wait_for(started[call_id].wait(), 60)
+        run = asyncio.ensure_future(one_run(call_id))
+        runs.append(run)
+        waiting = asyncio.ensure_future(started[symbols[call_id]].wait())
+        await asyncio.wait({run, waiting}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            waiting.cancel()
+            if run.done():
+                run.result()  # the run's own error: it ended before its tool started
+            raise TimeoutError(f"{call_id}: the tool did not start in 60 s")
     runs.append(asyncio.ensure_future(release_when_told()))
-    truth.add("stuck", "stuck", traces=dict(seen),
+    truth.add("stuck", "stuck", traces={c: seen[sym] for c, sym in symbols.items()},
               note=f"{STUCK_CALL} until {release_file} exists; {WITNESS_CALL} until the end")
 
     class _Release:

@@ -4,8 +4,10 @@ code it waits on; once it ends, its span in Jaeger holds the same reports, and n
 reports it after its end. An orphan that runs on after its run is reported the same way.
 
 The agent process (tests/stack/corpus_app.py ``--stuck``) is a user's: the real Runner
-with a scripted model, ``configure_telemetry()`` over OTLP/HTTP to the stack's collector
-(deploy/otel-collector/config.yaml as committed), the plugin configured by its
+with a scripted model, ``configure_telemetry()`` over OTLP/HTTP to a collector of its
+own (deploy/otel-collector/config.yaml as committed, into the stack's Jaeger,
+Prometheus and VictoriaLogs: the stack's own collector counts the corpus' traces
+only, tests/stack/test_traces.py), the plugin configured by its
 environment variables only (``ADK_TASK_TELEMETRY_STUCK_AFTER=1``,
 ``ADK_TASK_TELEMETRY_DEBUG_PORT``). Its tool ``fetch_quote`` waits on an upstream that
 does not answer: call ``STUCK_CALL`` until the test creates a release file, call
@@ -40,15 +42,22 @@ import pytest
 
 from adk_task_telemetry import semconv as sc
 from tests.stack import corpus_app
-from tests.stack.conftest import Corpus, Stack, agent_process, span_events, span_tags
+from tests.stack.conftest import (
+    Corpus,
+    Stack,
+    agent_process,
+    collector_config,
+    span_events,
+    span_tags,
+)
 from tests.stack.logstore import ARRIVES_WITHIN, STUCK_RECORD, VictoriaLogs
 from tests.stack.logstore import quoted as _q
-from tests.stack_programs import REPO, free_port, wait_until
+from tests.stack_programs import REPO, free_port, running, wait_until
 
 STUCK_AFTER_S = 1
 SERVICE = "adk-stack-stuck"
 #: The line the hanging tool waits on, and the synchronous orphan's (its thread's).
-WAIT_CODE = "await released[cid].wait()"
+WAIT_CODE = "await released[symbol].wait()"
 ORPHAN_CALL, ORPHAN_TOOL, ORPHAN_CODE = "call-crunch", "crunch_numbers", "probe.stop.wait(seconds)"
 ORPHAN_SCENARIO = "live_thread_pool"
 
@@ -90,9 +99,12 @@ def agent(stack: Stack) -> Iterator[Agent]:
     env = {"ADK_TASK_TELEMETRY_STUCK_AFTER": str(STUCK_AFTER_S),
            "ADK_TASK_TELEMETRY_DEBUG_PORT": str(port),
            "ADK_TASK_TELEMETRY_DEBUG_HOST": "127.0.0.1"}
-    with agent_process(stack.otlp_http, stack.workdir, "--scenarios", ORPHAN_SCENARIO,
-                       "--stuck", str(release), "--service", SERVICE, label="stuck",
-                       timeout=300, env=env) as corpus:
+    ports = stack.collector_ports()
+    collector = stack.collector("stuck-collector", collector_config(ports), ports)
+    with running(collector), agent_process(
+            f"http://127.0.0.1:{ports['otlp_http']}", stack.workdir,
+            "--scenarios", ORPHAN_SCENARIO, "--stuck", str(release), "--service", SERVICE,
+            label="stuck", timeout=300, env=env) as corpus:
         yield Agent(corpus, port, release, stack.logs)
 
 
