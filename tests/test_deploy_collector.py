@@ -45,7 +45,7 @@ def test_pipelines_and_receivers() -> None:
                              "exporters": ["otlphttp/victorialogs"]}
 
 
-def test_tail_sampling_keeps_orphaned_and_errored_tool_tasks() -> None:
+def test_tail_sampling_keeps_orphaned_stuck_and_errored_tool_tasks() -> None:
     ts = _config()["processors"]["tail_sampling"]
     policies = {p["name"]: p for p in ts["policies"]}
     ottl = next(p for p in policies.values() if p["type"] == "ottl_condition")
@@ -53,6 +53,8 @@ def test_tail_sampling_keeps_orphaned_and_errored_tool_tasks() -> None:
     assert 'attributes["adk.tool_task.outcome"] == "orphaned"' in span_conds
     assert 'attributes["adk.tool_task.outcome"] == "error"' in span_conds
     assert 'name == "orphaned_task"' in ottl["ottl_condition"]["spanevent"]
+    # A task found stuck, whatever its outcome (tests/stack/test_stuck_live.py).
+    assert 'name == "stuck_task"' in ottl["ottl_condition"]["spanevent"]
     assert any(p["type"] == "status_code" for p in policies.values())
     rest = [p for p in policies.values() if p["type"] == "probabilistic"]
     assert rest and 0 < rest[0]["probabilistic"]["sampling_percentage"] < 100

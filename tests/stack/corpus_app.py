@@ -4,6 +4,7 @@ the endpoint) and the plugin, running the scenario corpus and a scripted app.
     python -m tests.stack.corpus_app ENDPOINT TRUTH.json [--clean N] [--errors N]
                                      [--scenarios a,b] [--long-run S --sessions K]
                                      [--service NAME] [--protocol grpc]
+                                     [--stuck RELEASE_FILE]
 
 What it runs:
   * the scenario library (src/adk_task_telemetry/scenarios, the seed bug among
@@ -12,7 +13,11 @@ What it runs:
     whose tool raises (many cheap runs: the sampler's rate is measured on them), or
     ``--load S``: clean runs back to back for S seconds (``--calls`` per run);
   * ``--long-run S --sessions K``: K concurrent live runs that last S seconds and each
-    leave an orphan (the long-run case of tail sampling).
+    leave an orphan (the long-run case of tail sampling);
+  * ``--stuck RELEASE_FILE``: first of all, two runs whose one tool call hangs on an
+    upstream that does not answer (``STUCK_TOOL``): ``STUCK_CALL`` until RELEASE_FILE
+    exists, ``WITNESS_CALL`` (started after it) until the end; tests/stack/test_stuck_live.py
+    sets the plugin's ``stuck_after`` and debug port by their environment variables.
 
 The ground truth it writes to TRUTH.json comes from the run itself, not from the
 plugin's spans: which tool bodies were still running once their run had ended (the
@@ -48,6 +53,15 @@ from adk_task_telemetry import semconv as sc
 STRICT = {"fire_and_forget"}
 SERVICE = "adk-stack-corpus"
 APP = "stack-corpus"
+#: ``--stuck``: the tool that hangs, the call the test releases, and the call that hangs
+#: until the end (started after the first: its reports tell the test that the first's
+#: next report would have been due by now).
+STUCK_TOOL = "fetch_quote"
+STUCK_APP = "stack_stuck"  # an identifier: ADK 1.x refuses any other app name
+STUCK_CALL = "call-quote"
+WITNESS_CALL = "call-quote-witness"
+#: How often the release file is looked for (seconds).
+RELEASE_POLL_S = 0.05
 
 
 class Sent(SpanProcessor):
@@ -299,6 +313,83 @@ async def _long_run(plugin: TaskTelemetryPlugin, seconds: float, index: int,
     return seen, [c for c, t in tasks.items() if not t.done()], took
 
 
+async def _stuck(plugin: TaskTelemetryPlugin, truth: Truth, release_file: str,
+                 leftovers: list[Any]) -> None:
+    """``STUCK_CALL`` and then ``WITNESS_CALL``, each in its own run, each hanging in
+    ``STUCK_TOOL`` on an upstream that does not answer: the first until ``release_file``
+    exists, the witness until the end. Returns once both tool bodies wait; the runs go
+    on in the background (the first ends once released)."""
+    from pathlib import Path
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+
+    from adk_task_telemetry.scenarios import ScriptedLlm, call, text
+
+    # Each call asks for its own symbol, whose upstream answers when released. (No
+    # ToolContext parameter: ADK 1.x resolves a tool's annotations in its module's
+    # globals, where ADK's names are not imported.)
+    symbols = {STUCK_CALL: "GOOG", WITNESS_CALL: "MSFT"}
+    seen: dict[str, str] = {}
+    started = {s: asyncio.Event() for s in symbols.values()}
+    released = {s: asyncio.Event() for s in symbols.values()}
+
+    async def fetch_quote(symbol: str) -> dict[str, str]:
+        """Fetches a quote from an upstream that does not answer until released."""
+        seen[symbol] = f"{trace.get_current_span().get_span_context().trace_id:032x}"
+        started[symbol].set()
+        await released[symbol].wait()
+        return {"symbol": symbol, "price": "1"}
+
+    async def one_run(call_id: str) -> None:
+        model = ScriptedLlm([[call(STUCK_TOOL, call_id, symbol=symbols[call_id])],
+                             [text("done")]])
+        agent = LlmAgent(name="trader", model=model, instruction="scripted",
+                         tools=[fetch_quote])
+        runner = Runner(app=App(name=STUCK_APP, root_agent=agent, plugins=[plugin]),
+                        session_service=InMemorySessionService())
+        session = await runner.session_service.create_session(app_name=STUCK_APP,
+                                                              user_id="u")
+        msg = types.Content(role="user", parts=[types.Part(text="quote")])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=msg):
+            pass
+
+    async def release_when_told() -> None:
+        while not Path(release_file).exists():
+            await asyncio.sleep(RELEASE_POLL_S)
+        released[symbols[STUCK_CALL]].set()
+
+    runs = []
+    for call_id in (STUCK_CALL, WITNESS_CALL):
+        run = asyncio.ensure_future(one_run(call_id))
+        runs.append(run)
+        waiting = asyncio.ensure_future(started[symbols[call_id]].wait())
+        await asyncio.wait({run, waiting}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            waiting.cancel()
+            if run.done():
+                run.result()  # the run's own error: it ended before its tool started
+            raise TimeoutError(f"{call_id}: the tool did not start in 60 s")
+    runs.append(asyncio.ensure_future(release_when_told()))
+    truth.add("stuck", "stuck", traces={c: seen[sym] for c, sym in symbols.items()},
+              note=f"{STUCK_CALL} until {release_file} exists; {WITNESS_CALL} until the end")
+
+    class _Release:
+        async def cleanup(self) -> None:
+            for event in released.values():
+                event.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*runs[:2]), 10)
+            runs[2].cancel()
+
+    class _Leftover:
+        probe = _Release()
+    leftovers.append(_Leftover())
+
+
 async def main(args: argparse.Namespace) -> None:
     # ADK's own chatter off stderr; the plugin's logger stays at its default level, as a
     # user has it: its records go out by OTLP, its export warnings to stderr (read by
@@ -313,6 +404,8 @@ async def main(args: argparse.Namespace) -> None:
     truth = Truth()
     leftovers: list[Any] = []
     started = time.monotonic()
+    if args.stuck:
+        await _stuck(plugin, truth, args.stuck, leftovers)
     if args.long_run:
         await _long_runs(plugin, truth, args.long_run, args.sessions, leftovers)
     if args.scenarios != "none":
@@ -348,6 +441,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--sessions", type=int, default=1, help="concurrent long runs")
     p.add_argument("--service", default=SERVICE)
     p.add_argument("--protocol", default=None, help="grpc or http/protobuf (default: http)")
+    p.add_argument("--stuck", metavar="RELEASE_FILE", default="",
+                   help="two hanging calls first, one released when RELEASE_FILE exists")
     return p.parse_args(argv)
 
 

@@ -69,6 +69,12 @@ def quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: How long a record may take: the SDK's log batch, the collector's batch (5 s), and
+#: VictoriaLogs making fresh rows searchable (about a second).
+ARRIVES_WITHIN = 120.0
+
 #: LogsQL: the plugin's orphan records (the message's prefix). The same call's
 #: unanswered-call record, when the ledger reports it too, carries its call id as well.
 ORPHAN_RECORD = '_msg:"orphaned tool task:"*'
+#: LogsQL: the plugin's stuck-task records (the message's prefix).
+STUCK_RECORD = '_msg:"stuck tool task:"*'

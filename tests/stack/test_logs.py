@@ -25,14 +25,11 @@ from typing import Any
 
 from adk_task_telemetry import semconv as sc
 from tests.stack.conftest import Corpus, Stack, span_tags
-from tests.stack.logstore import ORPHAN_RECORD
+from tests.stack.logstore import ARRIVES_WITHIN, ORPHAN_RECORD
 from tests.stack.logstore import quoted as _q
 from tests.stack.tracecheck import collector_metric, whole
 from tests.stack_programs import wait_until
 
-#: How long a record may take: the SDK's log batch, the collector's batch (5 s), and
-#: VictoriaLogs making fresh rows searchable (about a second).
-ARRIVES_WITHIN = 120.0
 #: What the SDK's OTLP exporters and the plugin's export pipeline
 #: (adk_task_telemetry.export) write to stderr when an export is refused or fails.
 REFUSED = re.compile(r"Failed to export|rejected|cannot export|UNIMPLEMENTED|404 Not Found",
