@@ -69,13 +69,30 @@ class Received:
     metrics: list[metrics_service_pb2.ExportMetricsServiceRequest] = field(default_factory=list)
     logs: list[logs_service_pb2.ExportLogsServiceRequest] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    #: Trace requests decoded after their sender had given up on them (its export
+    #: timed out, so it counts them failed): in ``traces`` too, but never answered.
+    abandoned_traces: list[trace_service_pb2.ExportTraceServiceRequest] = field(
+        default_factory=list)
     cond: threading.Condition = field(default_factory=threading.Condition)
 
-    def add(self, kind: str, request: Any, headers: dict[str, str]) -> None:
+    def add(self, kind: str, request: Any, headers: dict[str, str],
+            abandoned: bool = False) -> None:
         with self.cond:
             getattr(self, kind).append(request)
             self.headers.append(headers)
+            if abandoned and kind == "traces":
+                self.abandoned_traces.append(request)
             self.cond.notify_all()
+
+    def answered_span_ids(self) -> set[str]:
+        """Span ids (hex) received in a request answered while its sender waited: what
+        an exporter knows arrived. A span only in abandoned requests arrived, but its
+        sender counts it failed, and drops it as lost should its buffer overflow."""
+        with self.cond:
+            abandoned = {id(r) for r in self.abandoned_traces}
+            return {span.span_id.hex() for req in self.traces if id(req) not in abandoned
+                    for rs in req.resource_spans for ss in rs.scope_spans
+                    for span in ss.spans}
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -125,7 +142,8 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
         self.rx = rx
 
     def Export(self, request: Any, context: Any) -> Any:
-        self.rx.add("traces", request, dict(context.invocation_metadata()))
+        self.rx.add("traces", request, dict(context.invocation_metadata()),
+                    abandoned=not context.is_active())  # deadline passed: sender gave up
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -183,6 +201,17 @@ _HTTP_PATHS: dict[str, tuple[str, Any, Any]] = {
 }
 
 
+def _peer_closed(sock: socket.socket) -> bool:
+    """The client closed its end before we answered (its export timed out: urllib3
+    closes the connection), so it will count the request failed."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # still connected, nothing more sent: it waits for the answer
+    except OSError:
+        return True
+
+
 class HttpReceiver:
     """An OTLP/HTTP (protobuf) collector stand-in on 127.0.0.1."""
 
@@ -207,7 +236,8 @@ class HttpReceiver:
                 kind, req_cls, resp_cls = route
                 request = req_cls()
                 request.ParseFromString(body)
-                rx.add(kind, request, {k.lower(): v for k, v in self.headers.items()})
+                rx.add(kind, request, {k.lower(): v for k, v in self.headers.items()},
+                       abandoned=_peer_closed(self.connection))
                 payload = resp_cls().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")

@@ -39,5 +39,9 @@ def test_an_outage_longer_than_the_buffer_loses_exactly_what_it_counts(
     assert fig.client_errors == [], fig.client_errors
     dropped = fig.dropped_reported["traces"]
     assert dropped.get("buffer_full", 0) > 0, fig.dropped_reported
-    assert fig.spans_lost == sum(dropped.values()), (fig.spans_lost, dropped)
+    # Each span the receiver did not confirm is counted: lost, or (its export timed out
+    # on a loaded machine, the receiver decoding it after the exporter gave up) arrived
+    # unconfirmed. Nothing more is counted, nothing less.
+    assert fig.spans_lost + fig.spans_unconfirmed == sum(dropped.values()), (
+        fig.spans_lost, fig.spans_unconfirmed, dropped)
     assert fig.tool_tasks_expected - fig.tool_tasks_received <= fig.spans_lost
