@@ -260,7 +260,9 @@ _MASKS: tuple[tuple[str, str], ...] = (
     (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<id>"),
     (r"\bTask-\d+\b", "Task-<n>"),
     (r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|s)\b", "<time>"),
-    (r"━+", "━"),
+    # A bar's length is timing; so is whether it is a bar at all: a task shorter than
+    # one column is drawn as a tick (terminal.py), on a loaded machine now and then.
+    (r"[━┃]+", "━"),
     (r"┄+▶", "┄▶"),
     # Where a log record of ours was emitted: the line moves with every edit of that file.
     (r"\b(adk_task_telemetry[\w.]*:\w+\.py):\d+\b", r"\1:<line>"),
